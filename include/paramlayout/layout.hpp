@@ -1,0 +1,122 @@
+// Layout v1: where every parameter sits in its buffer and how buffers are cut into buckets.
+// Offsets and sizes are in elements; every range is half-open [start, end).
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "paramlayout/manifest.hpp"
+
+namespace paramlayout {
+
+/// How a buffer's params are placed and padded (strategies.md).
+enum class Strategy : std::uint8_t { unpadded, sequential_dp, layerwise };
+
+std::string_view to_string(Strategy strategy);
+std::optional<Strategy> parse_strategy(std::string_view name);
+
+/// Largest data-parallel size paramlayout plans for.
+inline constexpr std::int64_t kMaxDp = std::int64_t{1} << 20;
+
+/// The options a layout was planned with, all effective values.
+struct PlanOptions {
+  Strategy strategy = Strategy::sequential_dp;
+  std::int64_t dp = 1;
+  std::int64_t expert_dp = 1;
+  std::optional<std::int64_t> bucket_size;  ///< nullopt: one bucket per buffer
+  bool grad_reduce_in_fp32 = false;
+  bool pad_for_high_nccl_busbw = false;
+
+  bool operator==(const PlanOptions&) const = default;
+};
+
+/// Megatron's default bucket size for `dp` ranks: max(40M, 1M * dp) elements.
+std::int64_t default_bucket_size(std::int64_t dp);
+
+/// Identifies one contiguous buffer: params sharing it share dtypes, reduction group and
+/// optimizer.
+struct BufferKey {
+  DType param_dtype = DType::float32;
+  DType grad_dtype = DType::float32;
+  bool expert_parallel = false;
+  bool layerwise = false;  ///< managed by the layer-wise (Muon) optimizer
+
+  auto operator<=>(const BufferKey&) const = default;
+};
+
+/// `bfloat16/float32 expert layerwise`: the key as people read it.
+std::string describe(const BufferKey& key);
+
+/// One bucket of a buffer: reduce-scattered and all-gathered as a unit.
+struct BucketRange {
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+  std::int64_t numel_unpadded = 0;
+
+  std::int64_t size() const { return end - start; }
+  bool operator==(const BucketRange&) const = default;
+};
+
+/// Where one parameter sits.
+struct ParamSlot {
+  std::string name;
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+  std::int64_t bucket = 0;
+  std::int64_t index = 0;  ///< position among params of the same logical dtype key
+
+  std::int64_t numel() const { return end - start; }
+  bool operator==(const ParamSlot&) const = default;
+};
+
+/// One buffer's layout; `params` sorted by `start`.
+struct BufferLayout {
+  BufferKey key;
+  Strategy strategy = Strategy::sequential_dp;
+  std::optional<std::int64_t> num_shards;  ///< nullopt for `unpadded`
+  std::int64_t numel = 0;
+  std::int64_t numel_unpadded = 0;
+  std::vector<BucketRange> buckets;
+  std::vector<ParamSlot> params;
+
+  /// Sum of the params' numels.
+  std::int64_t param_numel() const;
+};
+
+/// A whole model chunk's layout.
+struct Layout {
+  std::string generator;
+  std::optional<std::string> model;
+  std::string manifest_sha256;
+  PlanOptions options;
+  std::vector<BufferLayout> buffers;
+};
+
+/// pad(v, d): the smallest multiple of `d` that is >= `v` (v >= 0, d >= 1; the caller
+/// picks an integer type wide enough for the result).
+template <class Int>
+constexpr Int pad_to(Int value, Int divisor) {
+  return (value + divisor - 1) / divisor * divisor;
+}
+
+/// Every param starts on a multiple of this many elements (not under `unpadded`).
+inline constexpr std::int64_t kParamAlignment = 64;
+
+/// align(v) = pad(v, 64).
+template <class Int>
+constexpr Int align_param_start(Int value) {
+  return pad_to(value, Int{kParamAlignment});
+}
+
+/// lcm(dp, 128), or lcm(dp, 128, 65536) with `pad_for_high_nccl_busbw`: every sharded
+/// bucket's size is a multiple of it.
+std::int64_t bucket_divisor(std::int64_t dp, bool pad_for_high_nccl_busbw);
+
+/// lcm(64, bucket_divisor(dp) / dp): every layerwise shard's size is a multiple of it.
+std::int64_t shard_divisor(std::int64_t dp, bool pad_for_high_nccl_busbw);
+
+}  // namespace paramlayout

@@ -1,0 +1,64 @@
+// Manifest v1: a model chunk's trainable parameters in model-definition order.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "paramlayout/error.hpp"
+
+namespace paramlayout {
+
+/// Element type of a parameter or of a buffer.
+enum class DType : std::uint8_t { float32, bfloat16, float16, uint8 };
+
+/// How a parameter is stored; anything but `dense` lives in a `uint8` param buffer.
+enum class Storage : std::uint8_t { dense, fp8, mxfp8, nvfp4 };
+
+std::string_view to_string(DType dtype);
+std::string_view to_string(Storage storage);
+/// Parses a dtype name as written in manifests and layouts (`uint8` only where `allow_uint8`).
+std::optional<DType> parse_dtype(std::string_view name, bool allow_uint8 = false);
+std::optional<Storage> parse_storage(std::string_view name);
+/// Bytes per element.
+int dtype_bytes(DType dtype);
+
+/// One trainable parameter (Megatron-LM attribute names in comments).
+struct Param {
+  std::string name;
+  std::vector<std::int64_t> shape;  ///< empty for a scalar
+  std::int64_t numel = 1;           ///< product of `shape`, checked to fit in 64 bits
+  DType dtype = DType::float32;
+  Storage storage = Storage::dense;
+  bool expert_parallel = false;      ///< `allreduce == False`
+  bool shared_embedding = false;     ///< tied embedding copy on a pipeline edge stage
+  bool embedding_or_output = false;  ///< `is_embedding_or_output_parameter`
+  bool use_muon = true;              ///< `use_muon`
+  std::int64_t gtp_remat_size = 1;   ///< `gtp_remat_size` (scales dim 0 of the Muon cost)
+};
+
+/// A parsed and validated manifest.
+struct Manifest {
+  std::string source;  ///< where it was read from, for messages
+  std::optional<std::string> model;
+  std::vector<Param> params;
+  std::string sha256;  ///< of the manifest's bytes, lowercase hex
+};
+
+/// Milliseconds spent in each phase of parse_manifest, for `plan --timings`.
+struct ParseTimings {
+  double parse_ms = 0;     ///< JSON syntax and the SHA-256 of the bytes
+  double validate_ms = 0;  ///< schema rules, semantic rules, building the Manifest
+};
+
+/// Parses manifest v1 JSON text, enforcing schemas/manifest.schema.json and the semantic
+/// rules (unique names, numel fits in 64 bits). `source` names the text in errors.
+Result<Manifest> parse_manifest(std::string_view text, std::string_view source,
+                                ParseTimings* timings = nullptr);
+
+/// Lowercase hex SHA-256 of `bytes`.
+std::string sha256_hex(std::string_view bytes);
+
+}  // namespace paramlayout

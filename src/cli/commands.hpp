@@ -1,0 +1,33 @@
+// The subcommands: each has an options struct, a setup function that declares its flags
+// on the CLI11 app, and a run function that returns the process exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace paramlayout::cli {
+
+/// Process exit codes (cli.md).
+enum ExitCode : int {
+  kExitOk = 0,        ///< success; the layout holds; no difference
+  kExitWrong = 1,     ///< the layout is wrong or differs
+  kExitBadInput = 2,  ///< bad usage or bad input
+};
+
+struct PlanCommand {
+  std::string manifest;
+  std::string strategy = "sequential-dp";
+  std::int64_t dp = 0;
+  std::int64_t expert_dp = 0;  ///< 0: same as dp
+  std::string bucket_size;     ///< "" for Megatron's default, "none", or a count
+  bool grad_reduce_in_fp32 = false;
+  bool pad_for_high_nccl_busbw = false;
+  std::string output;  ///< "" for stdout
+  bool quiet = false;
+  bool timings = false;
+};
+CLI::App* setup_plan(CLI::App& app, PlanCommand& command);
+int run_plan(const PlanCommand& command);
+
+}  // namespace paramlayout::cli

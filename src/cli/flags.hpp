@@ -1,0 +1,24 @@
+// CLI11 validators whose messages read like the rest of the tool's errors.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace paramlayout::cli {
+
+/// Parses a whole string as a decimal integer.
+std::optional<std::int64_t> parse_integer(std::string_view text);
+
+/// Accepts integers in [min, max]: "expected an integer in [1, 1048576], got 'x'".
+CLI::Validator integer_in(std::int64_t min, std::int64_t max);
+
+/// Accepts one of `choices`; with `or_positive_integer`, also any integer >= 1.
+CLI::Validator one_of(std::initializer_list<std::string_view> choices,
+                      bool or_positive_integer = false);
+
+}  // namespace paramlayout::cli

@@ -1,0 +1,54 @@
+#include "paramlayout/layout.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <numeric>
+
+namespace paramlayout {
+namespace {
+
+constexpr std::array<std::string_view, 3> kStrategyNames = {"unpadded", "sequential-dp",
+                                                            "layerwise"};
+
+}  // namespace
+
+std::string_view to_string(Strategy strategy) {
+  return kStrategyNames[static_cast<std::size_t>(strategy)];
+}
+
+std::optional<Strategy> parse_strategy(std::string_view name) {
+  for (std::size_t i = 0; i < kStrategyNames.size(); ++i) {
+    if (kStrategyNames[i] == name) return static_cast<Strategy>(i);
+  }
+  return std::nullopt;
+}
+
+std::int64_t default_bucket_size(std::int64_t dp) {
+  return std::max<std::int64_t>(40'000'000, 1'000'000 * dp);
+}
+
+std::string describe(const BufferKey& key) {
+  std::string out = fmt::format("{}/{}", to_string(key.param_dtype), to_string(key.grad_dtype));
+  if (key.expert_parallel) out += " expert";
+  if (key.layerwise) out += " layerwise";
+  return out;
+}
+
+std::int64_t BufferLayout::param_numel() const {
+  std::int64_t total = 0;
+  for (const ParamSlot& p : params) total += p.numel();
+  return total;
+}
+
+std::int64_t bucket_divisor(std::int64_t dp, bool pad_for_high_nccl_busbw) {
+  std::int64_t d = std::lcm(dp, std::int64_t{128});
+  return pad_for_high_nccl_busbw ? std::lcm(d, std::int64_t{65536}) : d;
+}
+
+std::int64_t shard_divisor(std::int64_t dp, bool pad_for_high_nccl_busbw) {
+  return std::lcm(kParamAlignment, bucket_divisor(dp, pad_for_high_nccl_busbw) / dp);
+}
+
+}  // namespace paramlayout

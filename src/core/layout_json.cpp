@@ -1,0 +1,285 @@
+#include "paramlayout/layout_json.hpp"
+
+#include <fmt/format.h>
+
+#include <iterator>
+#include <limits>
+
+#include "json_reader.hpp"
+#include "json_writer.hpp"
+
+namespace paramlayout {
+namespace {
+
+constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
+
+void write_buffer(fmt::memory_buffer& out, const BufferLayout& buffer) {
+  auto it = std::back_inserter(out);
+  fmt::format_to(it,
+                 "    {{\n      \"param_dtype\": \"{}\", \"grad_dtype\": \"{}\", "
+                 "\"expert_parallel\": {}, \"layerwise\": {},\n      \"strategy\": \"{}\", "
+                 "\"num_shards\": ",
+                 to_string(buffer.key.param_dtype), to_string(buffer.key.grad_dtype),
+                 buffer.key.expert_parallel, buffer.key.layerwise, to_string(buffer.strategy));
+  json::append_optional(out, buffer.num_shards);
+  fmt::format_to(it, ",\n      \"numel\": {}, \"numel_unpadded\": {},\n      \"buckets\": [",
+                 buffer.numel, buffer.numel_unpadded);
+  const char* sep = "\n";
+  for (const BucketRange& b : buffer.buckets) {
+    fmt::format_to(it, "{}        {{\"start\": {}, \"end\": {}, \"numel_unpadded\": {}}}", sep,
+                   b.start, b.end, b.numel_unpadded);
+    sep = ",\n";
+  }
+  out.append(std::string_view(buffer.buckets.empty() ? "],\n" : "\n      ],\n"));
+  out.append(std::string_view("      \"params\": ["));
+  sep = "\n";
+  for (const ParamSlot& p : buffer.params) {
+    out.append(std::string_view(sep));
+    out.append(std::string_view("        {\"name\": "));
+    json::append_quoted(out, p.name);
+    fmt::format_to(it, ", \"start\": {}, \"end\": {}, \"bucket\": {}, \"index\": {}}}", p.start,
+                   p.end, p.bucket, p.index);
+    sep = ",\n";
+  }
+  out.append(std::string_view(buffer.params.empty() ? "]\n    }" : "\n      ]\n    }"));
+}
+
+void read_options(json::Reader& r, json::Element value, const json::Path& path,
+                  PlanOptions& options) {
+  bool expert_dp_seen = false;
+  json::read_members(
+      r, value, path,
+      {"strategy", "dp", "expert_dp", "bucket_size", "grad_reduce_in_fp32",
+       "pad_for_high_nccl_busbw"},
+      {"strategy", "dp", "bucket_size"},
+      [&](std::size_t slot, json::Element v, const json::Path& p) {
+        switch (slot) {
+          case 0:
+            if (auto s = parse_strategy(r.string(v, p))) {
+              options.strategy = *s;
+            } else {
+              r.expected(p, "one of \"sequential-dp\", \"layerwise\", \"unpadded\"", v);
+            }
+            break;
+          case 1:
+            options.dp = r.integer(v, p, 1, kMaxDp);
+            break;
+          case 2:
+            options.expert_dp = r.integer(v, p, 1, kMaxDp);
+            expert_dp_seen = true;
+            break;
+          case 3:
+            options.bucket_size = r.integer_or_null(v, p, 1, kMaxInt);
+            break;
+          case 4:
+            options.grad_reduce_in_fp32 = r.boolean(v, p);
+            break;
+          case 5:
+            options.pad_for_high_nccl_busbw = r.boolean(v, p);
+            break;
+          default:
+            break;
+        }
+      });
+  if (!expert_dp_seen) options.expert_dp = options.dp;
+}
+
+void read_buckets(json::Reader& r, json::Element value, const json::Path& path,
+                  std::vector<BucketRange>& buckets) {
+  if (!r.is_array(value, path)) return;
+  std::size_t i = 0;
+  for (json::Element item : simdjson::dom::array(value)) {
+    BucketRange& b = buckets.emplace_back();
+    json::read_members(r, item, path.item(i++), {"start", "end", "numel_unpadded"},
+                       {"start", "end", "numel_unpadded"},
+                       [&](std::size_t slot, json::Element v, const json::Path& p) {
+                         const std::int64_t x = r.integer(v, p, 0, kMaxInt);
+                         (slot == 0 ? b.start : slot == 1 ? b.end : b.numel_unpadded) = x;
+                       });
+    if (r.failed()) return;
+  }
+}
+
+void read_params(json::Reader& r, json::Element value, const json::Path& path,
+                 std::vector<ParamSlot>& params) {
+  if (!r.is_array(value, path)) return;
+  simdjson::dom::array items(value);
+  params.reserve(items.size());
+  std::size_t i = 0;
+  for (json::Element item : items) {
+    ParamSlot& slot_out = params.emplace_back();
+    json::read_members(r, item, path.item(i++), {"name", "start", "end", "bucket", "index"},
+                       {"name", "start", "end", "bucket", "index"},
+                       [&](std::size_t slot, json::Element v, const json::Path& p) {
+                         switch (slot) {
+                           case 0:
+                             slot_out.name = r.string(v, p, /*non_empty=*/true);
+                             break;
+                           case 1:
+                             slot_out.start = r.integer(v, p, 0, kMaxInt);
+                             break;
+                           case 2:
+                             slot_out.end = r.integer(v, p, 0, kMaxInt);
+                             break;
+                           case 3:
+                             slot_out.bucket = r.integer(v, p, 0, kMaxInt);
+                             break;
+                           default:
+                             slot_out.index = r.integer(v, p, 0, kMaxInt);
+                             break;
+                         }
+                       });
+    if (r.failed()) return;
+  }
+}
+
+void read_dtype(json::Reader& r, json::Element v, const json::Path& p, bool allow_uint8,
+                DType& out) {
+  if (auto d = parse_dtype(r.string(v, p), allow_uint8)) {
+    out = *d;
+  } else {
+    r.expected(p,
+               allow_uint8 ? "one of \"float32\", \"bfloat16\", \"float16\", \"uint8\""
+                           : "one of \"float32\", \"bfloat16\", \"float16\"",
+               v);
+  }
+}
+
+void read_buffer(json::Reader& r, json::Element value, const json::Path& path,
+                 const PlanOptions& options, BufferLayout& buffer) {
+  bool strategy_seen = false;
+  json::read_members(
+      r, value, path,
+      {"param_dtype", "grad_dtype", "expert_parallel", "layerwise", "strategy", "num_shards",
+       "numel", "numel_unpadded", "buckets", "params"},
+      {"param_dtype", "grad_dtype", "expert_parallel", "layerwise", "num_shards", "numel",
+       "numel_unpadded", "buckets", "params"},
+      [&](std::size_t slot, json::Element v, const json::Path& p) {
+        switch (slot) {
+          case 0:
+            read_dtype(r, v, p, /*allow_uint8=*/true, buffer.key.param_dtype);
+            break;
+          case 1:
+            read_dtype(r, v, p, /*allow_uint8=*/false, buffer.key.grad_dtype);
+            break;
+          case 2:
+            buffer.key.expert_parallel = r.boolean(v, p);
+            break;
+          case 3:
+            buffer.key.layerwise = r.boolean(v, p);
+            break;
+          case 4:
+            if (auto s = parse_strategy(r.string(v, p))) {
+              buffer.strategy = *s;
+              strategy_seen = true;
+            } else {
+              r.expected(p, "one of \"sequential-dp\", \"layerwise\", \"unpadded\"", v);
+            }
+            break;
+          case 5:
+            buffer.num_shards = r.integer_or_null(v, p, 1, kMaxDp);
+            break;
+          case 6:
+            buffer.numel = r.integer(v, p, 0, kMaxInt);
+            break;
+          case 7:
+            buffer.numel_unpadded = r.integer(v, p, 0, kMaxInt);
+            break;
+          case 8:
+            read_buckets(r, v, p, buffer.buckets);
+            break;
+          default:
+            read_params(r, v, p, buffer.params);
+            break;
+        }
+      });
+  if (!strategy_seen) {
+    buffer.strategy = options.strategy == Strategy::layerwise && !buffer.key.layerwise
+                          ? Strategy::sequential_dp
+                          : options.strategy;
+  }
+}
+
+}  // namespace
+
+std::string write_layout_json(const Layout& layout) {
+  fmt::memory_buffer out;
+  auto it = std::back_inserter(out);
+  out.append(std::string_view("{\n  \"schema\": \"paramlayout.layout/v1\",\n  \"generator\": "));
+  json::append_quoted(out, layout.generator);
+  out.append(std::string_view(",\n  \"model\": "));
+  json::append_optional(out, layout.model);
+  out.append(std::string_view(",\n  \"manifest_sha256\": "));
+  json::append_quoted(out, layout.manifest_sha256);
+  const PlanOptions& o = layout.options;
+  fmt::format_to(it,
+                 ",\n  \"options\": {{\"strategy\": \"{}\", \"dp\": {}, \"expert_dp\": {}, "
+                 "\"bucket_size\": ",
+                 to_string(o.strategy), o.dp, o.expert_dp);
+  json::append_optional(out, o.bucket_size);
+  fmt::format_to(it,
+                 ", \"grad_reduce_in_fp32\": {}, \"pad_for_high_nccl_busbw\": {}}},\n"
+                 "  \"buffers\": [",
+                 o.grad_reduce_in_fp32, o.pad_for_high_nccl_busbw);
+  const char* sep = "\n";
+  for (const BufferLayout& buffer : layout.buffers) {
+    out.append(std::string_view(sep));
+    write_buffer(out, buffer);
+    sep = ",\n";
+  }
+  out.append(std::string_view(layout.buffers.empty() ? "]\n}\n" : "\n  ]\n}\n"));
+  return fmt::to_string(out);
+}
+
+Result<Layout> parse_layout(std::string_view text, std::string_view source) {
+  json::Reader r(source);
+  if (!r.parse(text)) return r.error();
+  const json::Path root;
+  if (!r.is_object(r.root(), root)) return r.error();
+  json::Element schema;
+  if (r.root().at_key("schema").get(schema) != simdjson::SUCCESS) {
+    return error_at(source, "", "missing required key \"schema\" (\"paramlayout.layout/v1\")");
+  }
+  json::check_schema_id(r, schema, root.field("schema"), "paramlayout.layout",
+                        "paramlayout.manifest");
+  if (r.failed()) return r.error();
+
+  // Options first: buffers without a "strategy" take it from them.
+  Layout layout;
+  json::Element options;
+  if (r.root().at_key("options").get(options) == simdjson::SUCCESS) {
+    read_options(r, options, root.field("options"), layout.options);
+  }
+  json::read_members(
+      r, r.root(), root,
+      {"schema", "generator", "model", "manifest_sha256", "options", "buffers"},
+      {"schema", "manifest_sha256", "options", "buffers"},
+      [&](std::size_t slot, json::Element v, const json::Path& p) {
+        switch (slot) {
+          case 1:
+            layout.generator = r.string(v, p);
+            break;
+          case 2:
+            layout.model = r.string_or_null(v, p);
+            break;
+          case 3:
+            layout.manifest_sha256 = r.string(v, p);
+            break;
+          case 5: {
+            if (!r.is_array(v, p)) return;
+            std::size_t i = 0;
+            for (json::Element item : simdjson::dom::array(v)) {
+              read_buffer(r, item, p.item(i++), layout.options, layout.buffers.emplace_back());
+              if (r.failed()) return;
+            }
+            break;
+          }
+          default:
+            break;
+        }
+      });
+  if (r.failed()) return r.error();
+  return layout;
+}
+
+}  // namespace paramlayout

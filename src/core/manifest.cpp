@@ -1,0 +1,189 @@
+#include "paramlayout/manifest.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <chrono>
+#include <limits>
+#include <unordered_map>
+
+#include "json_reader.hpp"
+
+namespace paramlayout {
+namespace {
+
+constexpr std::array<std::string_view, 4> kDTypeNames = {"float32", "bfloat16", "float16",
+                                                         "uint8"};
+constexpr std::array<std::string_view, 4> kStorageNames = {"dense", "fp8", "mxfp8", "nvfp4"};
+constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
+
+template <class Enum, std::size_t N>
+std::optional<Enum> find_name(const std::array<std::string_view, N>& names,
+                              std::string_view name, std::size_t count = N) {
+  for (std::size_t i = 0; i < count; ++i) {
+    if (names[i] == name) return static_cast<Enum>(i);
+  }
+  return std::nullopt;
+}
+
+template <std::size_t N>
+std::string one_of(const std::array<std::string_view, N>& names, std::size_t count = N) {
+  std::string out = "one of";
+  for (std::size_t i = 0; i < count; ++i) out += fmt::format("{} \"{}\"", i ? "," : "", names[i]);
+  return out;
+}
+
+void read_shape(json::Reader& r, json::Element value, const json::Path& path, Param& param) {
+  if (!r.is_array(value, path)) return;
+  std::size_t i = 0;
+  std::int64_t numel = 1;
+  bool overflow = false;
+  for (json::Element dim : simdjson::dom::array(value)) {
+    std::int64_t d = r.integer(dim, path.item(i++), 1, kMaxInt);
+    if (r.failed()) return;
+    overflow = overflow || __builtin_mul_overflow(numel, d, &numel);
+    param.shape.push_back(d);
+  }
+  if (overflow) {
+    r.fail(path, fmt::format("numel (the product of the dims [{}]) does not fit in 64 bits",
+                             fmt::join(param.shape, ", ")));
+  }
+  param.numel = numel;
+}
+
+void read_param(json::Reader& r, json::Element value, const json::Path& path, Param& param) {
+  json::read_members(
+      r, value, path,
+      {"name", "shape", "dtype", "storage", "expert_parallel", "shared_embedding",
+       "embedding_or_output", "use_muon", "gtp_remat_size"},
+      {"name", "shape", "dtype"},
+      [&](std::size_t slot, json::Element v, const json::Path& p) {
+        switch (slot) {
+          case 0:
+            param.name = r.string(v, p, /*non_empty=*/true);
+            break;
+          case 1:
+            read_shape(r, v, p, param);
+            break;
+          case 2:
+            if (auto d = parse_dtype(r.string(v, p))) {
+              param.dtype = *d;
+            } else {
+              r.expected(p, one_of(kDTypeNames, 3), v);
+            }
+            break;
+          case 3:
+            if (auto s = parse_storage(r.string(v, p))) {
+              param.storage = *s;
+            } else {
+              r.expected(p, one_of(kStorageNames), v);
+            }
+            break;
+          case 4:
+            param.expert_parallel = r.boolean(v, p);
+            break;
+          case 5:
+            param.shared_embedding = r.boolean(v, p);
+            break;
+          case 6:
+            param.embedding_or_output = r.boolean(v, p);
+            break;
+          case 7:
+            param.use_muon = r.boolean(v, p);
+            break;
+          case 8:
+            param.gtp_remat_size = r.integer(v, p, 1, kMaxInt);
+            break;
+          default:
+            break;
+        }
+      });
+}
+
+void check_unique_names(json::Reader& r, const std::vector<Param>& params,
+                        const json::Path& params_path) {
+  std::unordered_map<std::string_view, std::size_t> first;
+  first.reserve(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    auto [it, inserted] = first.try_emplace(params[i].name, i);
+    if (!inserted) {
+      r.fail(params_path.item(i).field("name"),
+             fmt::format("duplicate param name \"{}\" (first at /params/{})", params[i].name,
+                         it->second));
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(DType dtype) { return kDTypeNames[static_cast<std::size_t>(dtype)]; }
+
+std::string_view to_string(Storage storage) {
+  return kStorageNames[static_cast<std::size_t>(storage)];
+}
+
+std::optional<DType> parse_dtype(std::string_view name, bool allow_uint8) {
+  return find_name<DType>(kDTypeNames, name, allow_uint8 ? 4 : 3);
+}
+
+std::optional<Storage> parse_storage(std::string_view name) {
+  return find_name<Storage>(kStorageNames, name);
+}
+
+int dtype_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::float32:
+      return 4;
+    case DType::bfloat16:
+    case DType::float16:
+      return 2;
+    case DType::uint8:
+      return 1;
+  }
+  return 1;
+}
+
+Result<Manifest> parse_manifest(std::string_view text, std::string_view source,
+                                ParseTimings* timings) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  json::Reader r(source);
+  if (!r.parse(text)) return r.error();
+  Manifest manifest;
+  manifest.sha256 = sha256_hex(text);
+  const Clock::time_point parsed = Clock::now();
+  const json::Path root;
+  if (!r.is_object(r.root(), root)) return r.error();
+
+  json::Element schema;
+  if (r.root().at_key("schema").get(schema) != simdjson::SUCCESS) {
+    return error_at(source, "", "missing required key \"schema\" (\"paramlayout.manifest/v1\")");
+  }
+  json::check_schema_id(r, schema, root.field("schema"), "paramlayout.manifest",
+                        "paramlayout.layout");
+
+  manifest.source = std::string(source);
+  json::read_members(r, r.root(), root, {"schema", "model", "params"}, {"schema", "params"},
+                     [&](std::size_t slot, json::Element v, const json::Path& p) {
+                       if (slot == 1) manifest.model = std::string(r.string(v, p));
+                       if (slot != 2 || !r.is_array(v, p)) return;
+                       simdjson::dom::array items(v);
+                       manifest.params.reserve(items.size());
+                       std::size_t i = 0;
+                       for (json::Element item : items) {
+                         read_param(r, item, p.item(i++), manifest.params.emplace_back());
+                         if (r.failed()) return;
+                       }
+                       check_unique_names(r, manifest.params, p);
+                     });
+  if (r.failed()) return r.error();
+  if (timings) {
+    using Ms = std::chrono::duration<double, std::milli>;
+    timings->parse_ms = Ms(parsed - start).count();
+    timings->validate_ms = Ms(Clock::now() - parsed).count();
+  }
+  return manifest;
+}
+
+}  // namespace paramlayout

@@ -1,0 +1,107 @@
+#include "paramlayout/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "paramlayout/version.hpp"
+#include "strategies/strategies.hpp"
+
+namespace paramlayout {
+
+using strategies::Wide;
+
+BufferKey buffer_key_of(const Param& param, const PlanOptions& options) {
+  BufferKey key;
+  key.param_dtype = param.storage == Storage::dense ? param.dtype : DType::uint8;
+  key.grad_dtype = options.grad_reduce_in_fp32 ? DType::float32 : param.dtype;
+  key.expert_parallel = param.expert_parallel;
+  key.layerwise = options.strategy == Strategy::layerwise && param.use_muon &&
+                  param.shape.size() == 2 && !param.embedding_or_output;
+  return key;
+}
+
+Strategy strategy_for(const BufferKey& key, const PlanOptions& options) {
+  if (options.strategy == Strategy::layerwise && !key.layerwise) return Strategy::sequential_dp;
+  return options.strategy;
+}
+
+std::vector<BufferGroup> group_params(const Manifest& manifest, const PlanOptions& options) {
+  std::vector<BufferGroup> groups;
+  std::map<BufferKey, std::size_t> group_of;
+  std::map<BufferKey, std::int64_t> next_index;  // keyed by the logical dtype
+  for (std::size_t i = 0; i < manifest.params.size(); ++i) {
+    const Param& param = manifest.params[i];
+    const BufferKey key = buffer_key_of(param, options);
+    auto [it, inserted] = group_of.try_emplace(key, groups.size());
+    if (inserted) {
+      BufferGroup& group = groups.emplace_back();
+      group.key = key;
+      group.num_shards = key.expert_parallel ? options.expert_dp : options.dp;
+    }
+    BufferKey index_key = key;
+    index_key.param_dtype = param.dtype;
+    groups[it->second].params.push_back(i);
+    groups[it->second].indices.push_back(next_index[index_key]++);
+  }
+  return groups;
+}
+
+namespace strategies {
+
+void BufferBuilder::place(const BufferJob& job, std::size_t k, Wide start,
+                          std::int64_t bucket) {
+  const Wide end = start + job.param(k).numel;
+  max_offset_ = std::max(max_offset_, end);
+  out_.params.push_back({job.param(k).name, static_cast<std::int64_t>(start),
+                         static_cast<std::int64_t>(end), bucket, job.group.indices[k]});
+}
+
+void BufferBuilder::add_bucket(Wide start, Wide end, Wide numel_unpadded) {
+  max_offset_ = std::max(max_offset_, end);
+  out_.buckets.push_back({static_cast<std::int64_t>(start), static_cast<std::int64_t>(end),
+                          static_cast<std::int64_t>(numel_unpadded)});
+}
+
+}  // namespace strategies
+
+Result<Layout> plan(const Manifest& manifest, const PlanOptions& options) {
+  Layout layout;
+  layout.generator = std::string("paramlayout ") + std::string(kVersion);
+  layout.model = manifest.model;
+  layout.manifest_sha256 = manifest.sha256;
+  layout.options = options;
+
+  for (const BufferGroup& group : group_params(manifest, options)) {
+    BufferLayout& buffer = layout.buffers.emplace_back();
+    buffer.key = group.key;
+    buffer.strategy = strategy_for(group.key, options);
+    if (buffer.strategy != Strategy::unpadded) buffer.num_shards = group.num_shards;
+    buffer.params.reserve(group.params.size());
+
+    const strategies::BufferJob job{manifest, group, options};
+    strategies::BufferBuilder builder(buffer);
+    switch (buffer.strategy) {
+      case Strategy::unpadded:
+        strategies::lay_out_unpadded(job, builder);
+        break;
+      case Strategy::sequential_dp:
+        strategies::lay_out_sequential_dp(job, builder);
+        break;
+      case Strategy::layerwise:
+        if (Result<void> r = strategies::lay_out_layerwise(job, builder); !r) return r.error();
+        break;
+    }
+    if (!builder.fits()) {
+      return Error{fmt::format(
+          "{}: buffer {} would need {} elements; offsets must fit in 64 bits (at most {})",
+          manifest.source, describe(group.key), static_cast<double>(builder.max_offset()),
+          INT64_MAX)};
+    }
+    buffer.numel = buffer.buckets.empty() ? 0 : buffer.buckets.back().end;
+    for (const BucketRange& b : buffer.buckets) buffer.numel_unpadded += b.numel_unpadded;
+  }
+  return layout;
+}
+
+}  // namespace paramlayout

@@ -1,0 +1,370 @@
+// strategies.md section 4: Megatron's LayerWiseDistributedOptimizer layout (Muon), where
+// every param sits whole inside one rank's shard of its bucket.
+//
+// The reference scans all dp shards for every param. Here each question it asks of the
+// shards ("least-loaded shard with room", "emptiest shard", "least-filled estimate") is
+// answered by a structure in O(log dp), and per-bucket state is reset only where a bucket
+// touched it, so planning grows with params, not params x dp.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <queue>
+#include <utility>
+#include <vector>
+
+#include "strategies.hpp"
+
+namespace paramlayout::strategies {
+namespace {
+
+constexpr Wide kWideMax = ~(Wide{1} << 127);
+
+/// Newton-Schulz cost estimate: big * small^2 for matrices (dim 0 scaled by the GTP
+/// rematerialisation factor), numel otherwise. nullopt when it does not fit in 127 bits.
+std::optional<Wide> newton_schulz_cost(const Param& param) {
+  if (param.shape.size() != 2) return Wide{param.numel};
+  Wide m = param.shape[0];
+  const Wide n = param.shape[1];
+  Wide cost = 0;
+  if (param.gtp_remat_size > 1 && __builtin_mul_overflow(m, Wide{param.gtp_remat_size}, &m)) {
+    return std::nullopt;
+  }
+  const Wide big = std::max(m, n);
+  const Wide small = std::min(m, n);
+  if (__builtin_mul_overflow(big, small, &cost) || __builtin_mul_overflow(cost, small, &cost)) {
+    return std::nullopt;
+  }
+  return cost;
+}
+
+/// Shards ordered by (load, id), each with a fill level; finds the least-loaded shard whose
+/// fill is at most a limit. A treap keyed by (load, id), each node knowing the smallest
+/// fill in its subtree.
+class LeastLoadedShard {
+ public:
+  explicit LeastLoadedShard(std::int64_t shards) : nodes_(static_cast<std::size_t>(shards)) {
+    std::uint64_t state = 0x9E3779B97F4A7C15ULL;
+    for (std::int32_t s = 0; s < static_cast<std::int32_t>(shards); ++s) {
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      nodes_[s].priority = state;
+      root_ = merge(root_, s);
+    }
+  }
+
+  /// The shard with the smallest (load, id) among those with fill <= limit, or -1.
+  std::int32_t find(Wide limit) const {
+    std::int32_t t = root_;
+    while (t >= 0) {
+      const Node& n = nodes_[t];
+      if (n.left >= 0 && nodes_[n.left].min_fill <= limit) {
+        t = n.left;
+      } else if (n.fill <= limit) {
+        return t;
+      } else if (n.right >= 0 && nodes_[n.right].min_fill <= limit) {
+        t = n.right;
+      } else {
+        return -1;
+      }
+    }
+    return -1;
+  }
+
+  Wide load(std::int32_t s) const { return nodes_[s].load; }
+
+  void set(std::int32_t s, Wide load, Wide fill) {
+    std::int32_t below = -1;
+    std::int32_t rest = -1;
+    std::int32_t self = -1;
+    std::int32_t above = -1;
+    split(root_, s, /*inclusive=*/false, below, rest);
+    split(rest, s, /*inclusive=*/true, self, above);
+    Node& n = nodes_[s];
+    n.load = load;
+    n.fill = fill;
+    n.min_fill = fill;
+    n.left = n.right = -1;
+    root_ = merge(below, above);
+    split(root_, s, /*inclusive=*/false, below, above);
+    root_ = merge(merge(below, s), above);
+  }
+
+ private:
+  struct Node {
+    Wide load = 0;
+    Wide fill = 0;
+    Wide min_fill = 0;
+    std::uint64_t priority = 0;
+    std::int32_t left = -1;
+    std::int32_t right = -1;
+  };
+
+  bool before(std::int32_t a, std::int32_t b) const {
+    return nodes_[a].load < nodes_[b].load || (nodes_[a].load == nodes_[b].load && a < b);
+  }
+
+  void pull(std::int32_t t) {
+    Node& n = nodes_[t];
+    n.min_fill = n.fill;
+    if (n.left >= 0) n.min_fill = std::min(n.min_fill, nodes_[n.left].min_fill);
+    if (n.right >= 0) n.min_fill = std::min(n.min_fill, nodes_[n.right].min_fill);
+  }
+
+  std::int32_t merge(std::int32_t a, std::int32_t b) {
+    if (a < 0) return b;
+    if (b < 0) return a;
+    if (nodes_[a].priority > nodes_[b].priority) {
+      nodes_[a].right = merge(nodes_[a].right, b);
+      pull(a);
+      return a;
+    }
+    nodes_[b].left = merge(a, nodes_[b].left);
+    pull(b);
+    return b;
+  }
+
+  // Splits `t` into nodes ordered before `key` (or equal, when inclusive) and the rest.
+  void split(std::int32_t t, std::int32_t key, bool inclusive, std::int32_t& left,
+             std::int32_t& right) {
+    if (t < 0) {
+      left = right = -1;
+      return;
+    }
+    if (before(t, key) || (inclusive && t == key)) {
+      split(nodes_[t].right, key, inclusive, nodes_[t].right, right);
+      left = t;
+    } else {
+      split(nodes_[t].left, key, inclusive, left, nodes_[t].left);
+      right = t;
+    }
+    pull(t);
+  }
+
+  std::vector<Node> nodes_;
+  std::int32_t root_ = -1;
+};
+
+/// Per-shard cursors of the bucket being packed, with the emptiest shard (smallest cursor,
+/// lowest id) at hand: a segment tree of argmins.
+class EmptiestShard {
+ public:
+  explicit EmptiestShard(std::int64_t shards) {
+    while (leaves_ < shards) leaves_ *= 2;
+    cursor_.assign(static_cast<std::size_t>(leaves_), kWideMax);
+    std::fill(cursor_.begin(), cursor_.begin() + shards, Wide{0});
+    best_.resize(static_cast<std::size_t>(2 * leaves_));
+    for (std::int64_t i = 0; i < leaves_; ++i) best_[leaves_ + i] = static_cast<std::int32_t>(i);
+    for (std::int64_t i = leaves_ - 1; i > 0; --i) best_[i] = pick(best_[2 * i], best_[2 * i + 1]);
+  }
+
+  std::int32_t find() const { return best_[1]; }
+  Wide cursor(std::int32_t s) const { return cursor_[s]; }
+
+  void set(std::int32_t s, Wide cursor) {
+    cursor_[s] = cursor;
+    for (std::int64_t i = (leaves_ + s) / 2; i > 0; i /= 2) {
+      best_[i] = pick(best_[2 * i], best_[2 * i + 1]);
+    }
+  }
+
+ private:
+  std::int32_t pick(std::int32_t a, std::int32_t b) const {
+    return cursor_[b] < cursor_[a] ? b : a;
+  }
+
+  std::int64_t leaves_ = 1;
+  std::vector<Wide> cursor_;
+  std::vector<std::int32_t> best_;
+};
+
+/// The chunk former's estimate of shard fill: each param goes to the least-filled shard
+/// (lowest id on ties). Untouched shards are empty, so they are taken in id order and only
+/// touched ones need a heap; a reset costs what the chunk placed.
+class FillEstimate {
+ public:
+  explicit FillEstimate(std::int64_t shards) : shards_(shards) {}
+
+  Wide min() const { return untouched_ < shards_ ? Wide{0} : heap_.top().first; }
+  Wide max() const { return max_; }
+
+  void place(std::int64_t numel) {
+    Entry entry{0, untouched_};
+    if (untouched_ < shards_) {
+      ++untouched_;
+    } else {
+      entry = heap_.top();
+      heap_.pop();
+    }
+    entry.first = align_param_start(entry.first) + numel;
+    max_ = std::max(max_, entry.first);
+    heap_.push(entry);
+  }
+
+  void reset() {
+    heap_ = {};
+    untouched_ = 0;
+    max_ = 0;
+  }
+
+ private:
+  using Entry = std::pair<Wide, std::int64_t>;
+  std::int64_t shards_;
+  std::int64_t untouched_ = 0;
+  Wide max_ = 0;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_;
+};
+
+class LayerwisePacker {
+ public:
+  LayerwisePacker(const BufferJob& job, BufferBuilder& out)
+      : job_(job),
+        out_(out),
+        dp_(job.group.num_shards),
+        shard_divisor_(shard_divisor(dp_, job.options.pad_for_high_nccl_busbw)),
+        loads_(dp_),
+        cursors_(dp_) {}
+
+  Result<void> run() {
+    const std::size_t n = job_.group.params.size();
+    cost_.resize(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      std::optional<Wide> cost = newton_schulz_cost(job_.param(k));
+      if (!cost) {
+        return Error{job_.manifest.source + ": param \"" + job_.param(k).name +
+                     "\": its Newton-Schulz cost (shape and gtp_remat_size) exceeds 127 bits"};
+      }
+      cost_[k] = *cost;
+    }
+
+    const std::optional<std::int64_t>& bucket_size = job_.options.bucket_size;
+    FillEstimate estimate(dp_);
+    std::vector<std::size_t> chunk;
+    Wide chunk_numel = 0;
+    std::int64_t chunk_max = 0;
+    auto emit_chunk = [&]() -> Result<void> {
+      Result<void> emitted = emit(chunk, chunk_numel);
+      chunk.clear();
+      chunk_numel = 0;
+      chunk_max = 0;
+      estimate.reset();
+      return emitted;
+    };
+
+    for (std::size_t k = n; k-- > 0;) {
+      const Param& param = job_.param(k);
+      if (param.shared_embedding) {
+        if (Result<void> r = emit_chunk(); !r) return r;
+        emit_shared_embedding(k);
+        continue;
+      }
+      if (bucket_size && !chunk.empty()) {
+        const Wide floor = static_cast<Wide>(
+            std::trunc(static_cast<double>(Wide{dp_} * chunk_max) * 0.9));
+        const Wide threshold = std::max(Wide{*bucket_size}, floor);
+        const bool absorbed = align_param_start(estimate.min()) + param.numel <=
+                              pad_to(estimate.max(), Wide{shard_divisor_});
+        if (chunk_numel >= threshold && !absorbed) {
+          if (Result<void> r = emit_chunk(); !r) return r;
+        }
+      }
+      estimate.place(param.numel);
+      chunk.push_back(k);
+      chunk_numel += param.numel;
+      chunk_max = std::max(chunk_max, param.numel);
+    }
+    return emit_chunk();
+  }
+
+ private:
+  struct Assignment {
+    std::int32_t shard;
+    std::size_t param;
+  };
+
+  Result<void> emit(const std::vector<std::size_t>& chunk, Wide chunk_numel) {
+    if (chunk.empty()) return {};
+    std::vector<std::size_t> by_cost = chunk;
+    std::stable_sort(by_cost.begin(), by_cost.end(),
+                     [&](std::size_t a, std::size_t b) { return cost_[a] > cost_[b]; });
+
+    // The reference compares an int with the double cap exactly; so does floor(cap).
+    const double cap = static_cast<double>(chunk_numel) / static_cast<double>(dp_) * (1.0 + 0.3);
+    const Wide cap_floor = static_cast<Wide>(std::floor(cap));
+    assignments_.clear();
+    touched_.clear();
+    Wide max_cursor = 0;
+    for (std::size_t k : by_cost) {
+      const std::int64_t numel = job_.param(k).numel;
+      std::int32_t s = loads_.find(cap_floor - numel);
+      if (s < 0) s = cursors_.find();
+      const Wide cursor = cursors_.cursor(s);
+      if (cursor == 0) touched_.push_back(s);
+      const Wide new_cursor = align_param_start(cursor) + numel;
+      Wide load = 0;
+      if (__builtin_add_overflow(loads_.load(s), cost_[k], &load)) {
+        return Error{job_.manifest.source + ": the Newton-Schulz costs of buffer " +
+                     describe(job_.group.key) + " add up to more than 127 bits"};
+      }
+      cursors_.set(s, new_cursor);
+      loads_.set(s, load, align_param_start(new_cursor));
+      max_cursor = std::max(max_cursor, new_cursor);
+      assignments_.push_back({s, k});
+    }
+
+    const Wide shard_size = pad_to(max_cursor, Wide{shard_divisor_});
+    std::stable_sort(assignments_.begin(), assignments_.end(),
+                     [](const Assignment& a, const Assignment& b) { return a.shard < b.shard; });
+    std::int32_t shard = -1;
+    Wide cursor = 0;
+    for (const Assignment& a : assignments_) {
+      if (a.shard != shard) {
+        shard = a.shard;
+        cursor = bucket_start_ + shard * shard_size;
+      }
+      cursor = align_param_start(cursor);
+      out_.place(job_, a.param, cursor, bucket_);
+      cursor += job_.param(a.param).numel;
+    }
+    for (std::int32_t s : touched_) {
+      cursors_.set(s, 0);
+      loads_.set(s, loads_.load(s), 0);
+    }
+    close_bucket(shard_size, chunk_numel);
+    return {};
+  }
+
+  void emit_shared_embedding(std::size_t k) {
+    const std::int64_t numel = job_.param(k).numel;
+    out_.place(job_, k, bucket_start_, bucket_);
+    close_bucket(pad_to(Wide{numel}, Wide{shard_divisor_}), numel);
+  }
+
+  void close_bucket(Wide shard_size, Wide numel_unpadded) {
+    const Wide end = bucket_start_ + dp_ * shard_size;
+    out_.add_bucket(bucket_start_, end, numel_unpadded);
+    bucket_start_ = end;
+    ++bucket_;
+  }
+
+  const BufferJob& job_;
+  BufferBuilder& out_;
+  const std::int64_t dp_;
+  const std::int64_t shard_divisor_;
+  std::vector<Wide> cost_;
+  LeastLoadedShard loads_;
+  EmptiestShard cursors_;
+  std::vector<Assignment> assignments_;
+  std::vector<std::int32_t> touched_;
+  Wide bucket_start_ = 0;
+  std::int64_t bucket_ = 0;
+};
+
+}  // namespace
+
+Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out) {
+  return LayerwisePacker(job, out).run();
+}
+
+}  // namespace paramlayout::strategies
