@@ -26,7 +26,7 @@ CLI::Validator integer_in(std::int64_t min, std::int64_t max) {
         if (v && *v >= min && *v <= max) return {};
         return fmt::format("expected {}, got '{}'", range, text);
       },
-      "INT");
+      "");
 }
 
 CLI::Validator one_of(std::initializer_list<std::string_view> choices,

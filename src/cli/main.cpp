@@ -2,9 +2,11 @@
 // data-parallel training. main only wires the subcommands.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <string>
 
 #include "commands.hpp"
+#include "io.hpp"
 #include "paramlayout/version.hpp"
 
 int main(int argc, char** argv) {
@@ -20,8 +22,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitBadInput;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    print_error(paramlayout::Error{e.what()});
+    std::fprintf(stderr, "Run 'paramlayout --help' or 'paramlayout SUBCOMMAND --help' for usage.\n");
+    return kExitBadInput;
   }
   if (plan_app->parsed()) return run_plan(plan);
   return kExitBadInput;

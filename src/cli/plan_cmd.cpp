@@ -47,11 +47,15 @@ PlanOptions options_from(const PlanCommand& command) {
 CLI::App* setup_plan(CLI::App& app, PlanCommand& command) {
   CLI::App* sub = app.add_subcommand("plan", "Plan the buffer layout of a manifest");
   sub->add_option("MANIFEST", command.manifest, "Manifest v1 JSON file ('-' for stdin)")
+      ->type_name("FILE")
       ->required();
   sub->add_option("--dp", command.dp, "Data-parallel size (ranks a buffer is sharded over)")
       ->required()
       ->check(integer_in(1, kMaxDp));
-  sub->add_option("--strategy", command.strategy, "Layout strategy")
+  sub->add_option("--strategy", command.strategy,
+                  "sequential-dp (DistributedOptimizer), layerwise (Muon) or unpadded (plain "
+                  "DDP)")
+      ->type_name("NAME")
       ->check(one_of({"sequential-dp", "layerwise", "unpadded"}))
       ->capture_default_str();
   sub->add_option("--expert-dp", command.expert_dp, "Expert data-parallel size [default: dp]")
@@ -59,13 +63,15 @@ CLI::App* setup_plan(CLI::App& app, PlanCommand& command) {
   sub->add_option("--bucket-size", command.bucket_size,
                   "Elements per bucket, or 'none' for one bucket per buffer "
                   "[default: max(40000000, 1000000 * dp)]")
+      ->type_name("N|none")
       ->check(one_of({"none"}, /*or_positive_integer=*/true));
   sub->add_flag("--grad-reduce-in-fp32", command.grad_reduce_in_fp32,
                 "Reduce gradients in float32 buffers");
   sub->add_flag("--pad-for-high-nccl-busbw", command.pad_for_high_nccl_busbw,
                 "Pad bucket ends to a multiple of 65536 too");
   sub->add_option("-o,--output", command.output,
-                  "Write the layout here (atomically) instead of stdout");
+                  "Write the layout here (atomically) instead of stdout")
+      ->type_name("FILE");
   sub->add_flag("-q,--quiet", command.quiet, "No summary");
   sub->add_flag("--timings", command.timings, "Print the time of each phase on stderr");
   return sub;

@@ -62,7 +62,13 @@ class ProblemFinder : public nlohmann::json_sax<nlohmann::json> {
     // "[json.exception.parse_error.101] parse error at line 1, column 11: syntax error ..."
     if (auto pos = what.find("] "); pos != std::string_view::npos) what.remove_prefix(pos + 2);
     if (what.starts_with("parse error at ")) what.remove_prefix(15);
-    problem = std::string(what);
+    for (unsigned char c : what) {
+      if (c >= 0x20 && c < 0x7f) {
+        problem += static_cast<char>(c);
+      } else {
+        problem += fmt::format("\\x{:02x}", c);
+      }
+    }
     return false;
   }
 
@@ -207,11 +213,15 @@ void check_schema_id(Reader& reader, Element value, const Path& path, std::strin
   if (reader.failed()) return;
   const std::string prefix = std::string(format) + "/v";
   if (id.starts_with(prefix)) {
+    auto is_number = [](std::string_view s) {
+      return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
     std::string_view version = id.substr(prefix.size());
-    std::string_view major = version.substr(0, version.find('.'));
-    if (major == "1") return;
-    if (!major.empty() && std::all_of(major.begin(), major.end(),
-                                      [](char c) { return c >= '0' && c <= '9'; })) {
+    const std::size_t dot = version.find('.');
+    std::string_view major = version.substr(0, dot);
+    const bool minor_ok = dot == std::string_view::npos || is_number(version.substr(dot + 1));
+    if (major == "1" && minor_ok) return;
+    if (is_number(major) && major != "1" && minor_ok) {
       reader.fail(path, fmt::format("unsupported version \"{}\": this paramlayout reads {}/v1",
                                     id, format));
       return;

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""CLI tests: run the built paramlayout binary on testdata/ and on crafted bad inputs.
+
+Usage: run_cli_tests.py PARAMLAYOUT SOURCE_ROOT
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+BINARY = ""
+ROOT = Path()
+
+
+def run(*args, cwd=None, stdin=None):
+    return subprocess.run([BINARY, *map(str, args)], cwd=cwd, input=stdin, capture_output=True,
+                          text=True, errors="replace", timeout=120)
+
+
+class BadInputs(unittest.TestCase):
+    """Every malformed manifest or option exits 2 with a message that locates the problem."""
+
+    def test_bad_inputs(self):
+        cases = json.loads((ROOT / "tests/cli/bad_inputs.json").read_text())
+        self.assertGreaterEqual(len(cases), 25)
+        for case in cases:
+            with self.subTest(case["name"]), tempfile.TemporaryDirectory() as tmp:
+                manifest = case.get("manifest_path", "manifest.json")
+                if "manifest_bytes" in case:  # one byte per character, for invalid UTF-8
+                    Path(tmp, manifest).write_bytes(case["manifest_bytes"].encode("latin-1"))
+                elif "manifest_text" in case:
+                    Path(tmp, manifest).write_text(case["manifest_text"])
+                elif "manifest" in case:
+                    Path(tmp, manifest).write_text(json.dumps(case["manifest"]))
+                before = sorted(os.listdir(tmp))
+                result = run("plan", manifest, *case.get("args", ["--dp", "8"]), cwd=tmp)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertEqual(result.stdout, "", "no partial output on stdout")
+                for expected in case["stderr"]:
+                    self.assertIn(expected, result.stderr)
+                self.assertNotIn("terminate called", result.stderr)
+                self.assertNotIn("Traceback", result.stderr)
+                self.assertEqual(sorted(os.listdir(tmp)), before, "no file left behind")
+
+
+class Plan(unittest.TestCase):
+    MANIFEST = ROOT / "testdata/manifests/llama3-8b.json"
+
+    def test_layout_on_stdout_summary_on_stderr(self):
+        result = run("plan", self.MANIFEST, "--dp", "8")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        layout = json.loads(result.stdout)
+        self.assertEqual(layout["schema"], "paramlayout.layout/v1")
+        self.assertIn("bfloat16/bfloat16", result.stderr)
+        self.assertIn("padding", result.stderr)
+
+    def test_output_file_puts_summary_on_stdout(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp, "layout.json")
+            result = run("plan", self.MANIFEST, "--dp", "8", "-o", out)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("bfloat16/bfloat16", result.stdout)
+            self.assertEqual(json.loads(out.read_text())["options"]["dp"], 8)
+            self.assertEqual(os.listdir(tmp), ["layout.json"])
+
+    def test_failed_run_leaves_existing_output_untouched(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp, "layout.json")
+            out.write_text("precious")
+            bad = Path(tmp, "bad.json")
+            bad.write_text('{"schema": "paramlayout.manifest/v1", "params": [{"name": 1}]}')
+            result = run("plan", bad, "--dp", "8", "-o", out)
+            self.assertEqual(result.returncode, 2)
+            self.assertEqual(out.read_text(), "precious")
+            self.assertEqual(sorted(os.listdir(tmp)), ["bad.json", "layout.json"])
+
+    def test_manifest_sha256_is_of_the_file_bytes(self):
+        import hashlib
+        result = run("plan", self.MANIFEST, "--dp", "2", "-q")
+        self.assertEqual(json.loads(result.stdout)["manifest_sha256"],
+                         hashlib.sha256(self.MANIFEST.read_bytes()).hexdigest())
+
+    def test_stdin_manifest(self):
+        result = run("plan", "-", "--dp", "4", "-q", stdin=self.MANIFEST.read_text())
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(json.loads(result.stdout)["options"]["dp"], 4)
+
+    def test_default_bucket_size_follows_dp(self):
+        for dp, expected in ((8, 40000000), (64, 64000000)):
+            result = run("plan", self.MANIFEST, "--dp", dp, "-q")
+            self.assertEqual(json.loads(result.stdout)["options"]["bucket_size"], expected)
+
+    def test_bucket_size_none_is_null(self):
+        result = run("plan", self.MANIFEST, "--dp", "8", "--bucket-size", "none", "-q")
+        layout = json.loads(result.stdout)
+        self.assertIsNone(layout["options"]["bucket_size"])
+        self.assertEqual([len(b["buckets"]) for b in layout["buffers"]], [1])
+
+    def test_timings_line(self):
+        result = run("plan", self.MANIFEST, "--dp", "8", "-q", "--timings")
+        self.assertRegex(result.stderr, r"timings: parse [\d.]+ ms, validate [\d.]+ ms, "
+                                        r"plan [\d.]+ ms, write [\d.]+ ms, total [\d.]+ ms")
+
+    def test_quiet(self):
+        result = run("plan", self.MANIFEST, "--dp", "8", "-q")
+        self.assertEqual(result.stderr, "")
+
+    def test_help_and_version_exit_0(self):
+        self.assertEqual(run("--help").returncode, 0)
+        self.assertEqual(run("plan", "--help").returncode, 0)
+        version = run("--version")
+        self.assertEqual(version.returncode, 0)
+        self.assertIn("paramlayout", version.stdout)
+
+    def test_no_subcommand_is_bad_usage(self):
+        self.assertEqual(run().returncode, 2)
+
+
+class Reference(unittest.TestCase):
+    """The binary end to end on Megatron-LM's reference cases (the unit suite covers all)."""
+
+    def test_reference_cases_through_the_binary(self):
+        ref = ROOT / "testdata/reference"
+        cases = json.loads((ref / "cases.json").read_text())
+        keys = ["param_dtype", "grad_dtype", "expert_parallel", "layerwise", "num_shards",
+                "numel", "numel_unpadded", "buckets", "params"]
+        for case in cases[::7]:
+            with self.subTest(case["id"]):
+                o = case["options"]
+                args = ["plan", ref / case["manifest"], "--dp", o["dp"], "--strategy",
+                        o["strategy"], "-q"]
+                if "expert_dp" in o:
+                    args += ["--expert-dp", o["expert_dp"]]
+                if o["bucket_size"] is None:
+                    args += ["--bucket-size", "none"]
+                elif o["bucket_size"] != "default":
+                    args += ["--bucket-size", o["bucket_size"]]
+                if o["grad_reduce_in_fp32"]:
+                    args.append("--grad-reduce-in-fp32")
+                if o["pad_for_high_nccl_busbw"]:
+                    args.append("--pad-for-high-nccl-busbw")
+                result = run(*args)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                got = [{k: b[k] for k in keys} for b in json.loads(result.stdout)["buffers"]]
+                expected = json.loads((ref / "expected" / f"{case['id']}.json").read_text())
+                self.assertEqual(got, expected["buffers"])
+
+
+if __name__ == "__main__":
+    BINARY = os.path.abspath(sys.argv[1])
+    ROOT = Path(sys.argv[2]).resolve()
+    Plan.MANIFEST = ROOT / "testdata/manifests/llama3-8b.json"
+    unittest.main(argv=[sys.argv[0], "-v"])

@@ -1,0 +1,121 @@
+// schemas/*.schema.json are the published contract; the tool enforces them with its own
+// single-pass reader (valijson costs ~1.5 us per param, see docs/PERFORMANCE.md). Here
+// valijson judges the same documents, and both must agree: every shipped manifest and
+// every layout the tool writes is schema-valid, and every bad input in
+// tests/cli/bad_inputs.json is rejected by both, or by the reader alone when only a
+// semantic rule (unique names, 64-bit numel and offsets) is broken.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <valijson/adapters/nlohmann_json_adapter.hpp>
+#include <valijson/schema.hpp>
+#include <valijson/schema_parser.hpp>
+#include <valijson/validator.hpp>
+
+#include "paramlayout/layout_json.hpp"
+#include "paramlayout/plan.hpp"
+#include "test_support.hpp"
+
+using namespace paramlayout;
+using nlohmann::json;
+using paramlayout::test::expect_ok;
+using paramlayout::test::read_text;
+using paramlayout::test::source_path;
+
+namespace {
+
+class SchemaValidator {
+ public:
+  explicit SchemaValidator(const std::string& schema_file) {
+    document_ = json::parse(read_text(source_path(schema_file)));
+    valijson::SchemaParser parser;
+    valijson::adapters::NlohmannJsonAdapter adapter(document_);
+    parser.populateSchema(adapter, schema_);
+  }
+
+  bool valid(const json& document) const {
+    valijson::Validator validator;
+    valijson::adapters::NlohmannJsonAdapter adapter(document);
+    return validator.validate(schema_, adapter, nullptr);
+  }
+
+ private:
+  json document_;
+  valijson::Schema schema_;
+};
+
+const SchemaValidator& manifest_schema() {
+  static const SchemaValidator v("schemas/manifest.schema.json");
+  return v;
+}
+
+const SchemaValidator& layout_schema() {
+  static const SchemaValidator v("schemas/layout.schema.json");
+  return v;
+}
+
+}  // namespace
+
+TEST_SUITE("schema") {
+  TEST_CASE("every shipped manifest is schema-valid and read") {
+    int manifests = 0;
+    for (const char* dir : {"testdata/manifests", "testdata/reference/manifests"}) {
+      for (const auto& entry : std::filesystem::directory_iterator(source_path(dir))) {
+        if (entry.path().extension() != ".json") continue;
+        const std::string text = read_text(entry.path());
+        CAPTURE(entry.path().string());
+        CHECK(manifest_schema().valid(json::parse(text)));
+        CHECK(parse_manifest(text, entry.path().string()).ok());
+        ++manifests;
+      }
+    }
+    CHECK(manifests >= 44);
+  }
+
+  TEST_CASE("every layout the tool writes is schema-valid") {
+    const Manifest m = expect_ok(parse_manifest(
+        read_text(source_path("testdata/reference/manifests/mixtral-8x7b-tp2-ep8.json")), "m"));
+    for (Strategy s : {Strategy::unpadded, Strategy::sequential_dp, Strategy::layerwise}) {
+      PlanOptions o;
+      o.strategy = s;
+      o.dp = 8;
+      o.expert_dp = 2;
+      for (std::optional<std::int64_t> bucket : {std::optional<std::int64_t>(), {1000000}}) {
+        o.bucket_size = bucket;
+        CHECK(layout_schema().valid(json::parse(write_layout_json(expect_ok(plan(m, o))))));
+      }
+    }
+  }
+
+  TEST_CASE("the reader and the schema reject the same bad manifests") {
+    const json cases = json::parse(read_text(source_path("tests/cli/bad_inputs.json")));
+    int compared = 0;
+    for (const json& c : cases) {
+      if (!c.contains("schema_valid")) continue;  // syntax, file and option errors
+      CAPTURE(c.at("name").get<std::string>());
+      const json& manifest = c.at("manifest");
+      CHECK(manifest_schema().valid(manifest) == c.at("schema_valid").get<bool>());
+      Result<Manifest> read = parse_manifest(manifest.dump(), "m.json");
+      const bool accepted = read.ok() && plan(*read, PlanOptions{}).ok();
+      CHECK_FALSE(accepted);
+      ++compared;
+    }
+    CHECK(compared >= 25);
+  }
+
+  TEST_CASE("the reader and the schema accept the same unusual but valid manifests") {
+    const json valid = json::parse(R"({"schema": "paramlayout.manifest/v1.7", "x-tool": {},
+      "params": [
+        {"name": "s", "shape": [], "dtype": "float16", "future_field": [1]},
+        {"name": "q", "shape": [1, 1, 1, 1, 1], "dtype": "float32", "storage": "nvfp4",
+         "expert_parallel": false, "shared_embedding": true, "embedding_or_output": false,
+         "use_muon": false, "gtp_remat_size": 9223372036854775807}
+      ]})");
+    CHECK(manifest_schema().valid(valid));
+    CHECK(parse_manifest(valid.dump(), "m.json").ok());
+    const json empty = json::parse(R"({"schema": "paramlayout.manifest/v1", "params": []})");
+    CHECK(manifest_schema().valid(empty));
+    CHECK(parse_manifest(empty.dump(), "m.json").ok());
+  }
+}
