@@ -16,5 +16,6 @@ for strategy in sequential-dp layerwise; do
   build/paramlayout plan "$manifest" --dp 8 --strategy "$strategy" -o "$out/layout-$strategy.json"
   echo
 done
-echo "First params of the layerwise layout (each matrix whole inside one rank's shard):"
-grep -m 4 '"name"' "$out/layout-layerwise.json"
+echo "The first params of the layerwise (Muon) buffer: each matrix sits whole inside one rank's shard."
+awk '/"layerwise": true/ { found = 1 } found && /"name"/ { print; if (++n == 4) exit }' \
+  "$out/layout-layerwise.json"

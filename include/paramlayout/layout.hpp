@@ -4,6 +4,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,7 +64,7 @@ struct BucketRange {
 
 /// Where one parameter sits.
 struct ParamSlot {
-  std::string name;
+  std::string_view name;  ///< kept by the owning Layout's NameStore
   std::int64_t start = 0;
   std::int64_t end = 0;
   std::int64_t bucket = 0;
@@ -87,8 +88,9 @@ struct BufferLayout {
   std::int64_t param_numel() const;
 };
 
-/// A whole model chunk's layout.
+/// A whole model chunk's layout. Copies share the names.
 struct Layout {
+  std::shared_ptr<NameStore> names = std::make_shared<NameStore>();  ///< keeps ParamSlot::name
   std::string generator;
   std::optional<std::string> model;
   std::string manifest_sha256;
@@ -109,7 +111,8 @@ inline constexpr std::int64_t kParamAlignment = 64;
 /// align(v) = pad(v, 64).
 template <class Int>
 constexpr Int align_param_start(Int value) {
-  return pad_to(value, Int{kParamAlignment});
+  static_assert((kParamAlignment & (kParamAlignment - 1)) == 0);
+  return (value + Int{kParamAlignment - 1}) & ~Int{kParamAlignment - 1};
 }
 
 /// lcm(dp, 128), or lcm(dp, 128, 65536) with `pad_for_high_nccl_busbw`: every sharded

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "paramlayout/error.hpp"
+#include "paramlayout/name_store.hpp"
 
 namespace paramlayout {
 
@@ -27,7 +28,7 @@ int dtype_bytes(DType dtype);
 
 /// One trainable parameter (Megatron-LM attribute names in comments).
 struct Param {
-  std::string name;
+  std::string_view name;            ///< kept by the Manifest's NameStore (or static text)
   std::vector<std::int64_t> shape;  ///< empty for a scalar
   std::int64_t numel = 1;           ///< product of `shape`, checked to fit in 64 bits
   DType dtype = DType::float32;
@@ -42,6 +43,7 @@ struct Param {
 /// A parsed and validated manifest.
 struct Manifest {
   std::string source;  ///< where it was read from, for messages
+  std::shared_ptr<NameStore> names = std::make_shared<NameStore>();  ///< keeps Param::name
   std::optional<std::string> model;
   std::vector<Param> params;
   std::string sha256;  ///< of the manifest's bytes, lowercase hex

@@ -1,4 +1,4 @@
-// Small helpers for writing JSON text quickly with fmt.
+// Appending JSON text to a std::string quickly: no format strings on the hot path.
 #pragma once
 
 #include <fmt/format.h>
@@ -10,13 +10,32 @@
 
 namespace paramlayout::json {
 
-/// Appends `text` as a JSON string literal, quotes and escapes included.
-void append_quoted(fmt::memory_buffer& out, std::string_view text);
+/// Appends JSON tokens to a string.
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out) {}
 
-/// Appends an integer, or `null`.
-void append_optional(fmt::memory_buffer& out, const std::optional<std::int64_t>& value);
+  Writer& raw(std::string_view text) {
+    out_.append(text);
+    return *this;
+  }
+  Writer& integer(std::int64_t value) {
+    const fmt::format_int digits(value);
+    out_.append(digits.data(), digits.size());
+    return *this;
+  }
+  Writer& boolean(bool value) { return raw(value ? "true" : "false"); }
+  /// `text` as a JSON string literal, quotes and escapes included.
+  Writer& quoted(std::string_view text);
+  Writer& optional(const std::optional<std::int64_t>& value) {
+    return value ? integer(*value) : raw("null");
+  }
+  Writer& optional(const std::optional<std::string>& value) {
+    return value ? quoted(*value) : raw("null");
+  }
 
-/// Appends a string literal, or `null`.
-void append_optional(fmt::memory_buffer& out, const std::optional<std::string>& value);
+ private:
+  std::string& out_;
+};
 
 }  // namespace paramlayout::json

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <iterator>
 #include <limits>
 
 #include "json_reader.hpp"
@@ -13,35 +12,34 @@ namespace {
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
 
-void write_buffer(fmt::memory_buffer& out, const BufferLayout& buffer) {
-  auto it = std::back_inserter(out);
-  fmt::format_to(it,
-                 "    {{\n      \"param_dtype\": \"{}\", \"grad_dtype\": \"{}\", "
-                 "\"expert_parallel\": {}, \"layerwise\": {},\n      \"strategy\": \"{}\", "
-                 "\"num_shards\": ",
-                 to_string(buffer.key.param_dtype), to_string(buffer.key.grad_dtype),
-                 buffer.key.expert_parallel, buffer.key.layerwise, to_string(buffer.strategy));
-  json::append_optional(out, buffer.num_shards);
-  fmt::format_to(it, ",\n      \"numel\": {}, \"numel_unpadded\": {},\n      \"buckets\": [",
-                 buffer.numel, buffer.numel_unpadded);
-  const char* sep = "\n";
-  for (const BucketRange& b : buffer.buckets) {
-    fmt::format_to(it, "{}        {{\"start\": {}, \"end\": {}, \"numel_unpadded\": {}}}", sep,
-                   b.start, b.end, b.numel_unpadded);
-    sep = ",\n";
+void write_buffer(json::Writer& w, const BufferLayout& b) {
+  w.raw("    {\n      \"param_dtype\": \"").raw(to_string(b.key.param_dtype))
+      .raw("\", \"grad_dtype\": \"").raw(to_string(b.key.grad_dtype))
+      .raw("\", \"expert_parallel\": ").boolean(b.key.expert_parallel)
+      .raw(", \"layerwise\": ").boolean(b.key.layerwise)
+      .raw(",\n      \"strategy\": \"").raw(to_string(b.strategy))
+      .raw("\", \"num_shards\": ").optional(b.num_shards)
+      .raw(",\n      \"numel\": ").integer(b.numel)
+      .raw(", \"numel_unpadded\": ").integer(b.numel_unpadded)
+      .raw(",\n      \"buckets\": [");
+  const char* sep = "\n        ";
+  for (const BucketRange& bucket : b.buckets) {
+    w.raw(sep).raw("{\"start\": ").integer(bucket.start)
+        .raw(", \"end\": ").integer(bucket.end)
+        .raw(", \"numel_unpadded\": ").integer(bucket.numel_unpadded).raw("}");
+    sep = ",\n        ";
   }
-  out.append(std::string_view(buffer.buckets.empty() ? "],\n" : "\n      ],\n"));
-  out.append(std::string_view("      \"params\": ["));
-  sep = "\n";
-  for (const ParamSlot& p : buffer.params) {
-    out.append(std::string_view(sep));
-    out.append(std::string_view("        {\"name\": "));
-    json::append_quoted(out, p.name);
-    fmt::format_to(it, ", \"start\": {}, \"end\": {}, \"bucket\": {}, \"index\": {}}}", p.start,
-                   p.end, p.bucket, p.index);
-    sep = ",\n";
+  w.raw(b.buckets.empty() ? "],\n" : "\n      ],\n").raw("      \"params\": [");
+  sep = "\n        ";
+  for (const ParamSlot& p : b.params) {
+    w.raw(sep).raw("{\"name\": ").quoted(p.name)
+        .raw(", \"start\": ").integer(p.start)
+        .raw(", \"end\": ").integer(p.end)
+        .raw(", \"bucket\": ").integer(p.bucket)
+        .raw(", \"index\": ").integer(p.index).raw("}");
+    sep = ",\n        ";
   }
-  out.append(std::string_view(buffer.params.empty() ? "]\n    }" : "\n      ]\n    }"));
+  w.raw(b.params.empty() ? "]\n    }" : "\n      ]\n    }");
 }
 
 void read_options(json::Reader& r, json::Element value, const json::Path& path,
@@ -101,7 +99,7 @@ void read_buckets(json::Reader& r, json::Element value, const json::Path& path,
 }
 
 void read_params(json::Reader& r, json::Element value, const json::Path& path,
-                 std::vector<ParamSlot>& params) {
+                 NameStore& names, std::vector<ParamSlot>& params) {
   if (!r.is_array(value, path)) return;
   simdjson::dom::array items(value);
   params.reserve(items.size());
@@ -113,7 +111,7 @@ void read_params(json::Reader& r, json::Element value, const json::Path& path,
                        [&](std::size_t slot, json::Element v, const json::Path& p) {
                          switch (slot) {
                            case 0:
-                             slot_out.name = r.string(v, p, /*non_empty=*/true);
+                             slot_out.name = names.add(r.string(v, p, /*non_empty=*/true));
                              break;
                            case 1:
                              slot_out.start = r.integer(v, p, 0, kMaxInt);
@@ -146,7 +144,7 @@ void read_dtype(json::Reader& r, json::Element v, const json::Path& p, bool allo
 }
 
 void read_buffer(json::Reader& r, json::Element value, const json::Path& path,
-                 const PlanOptions& options, BufferLayout& buffer) {
+                 const PlanOptions& options, NameStore& names, BufferLayout& buffer) {
   bool strategy_seen = false;
   json::read_members(
       r, value, path,
@@ -189,7 +187,7 @@ void read_buffer(json::Reader& r, json::Element value, const json::Path& path,
             read_buckets(r, v, p, buffer.buckets);
             break;
           default:
-            read_params(r, v, p, buffer.params);
+            read_params(r, v, p, names, buffer.params);
             break;
         }
       });
@@ -203,32 +201,30 @@ void read_buffer(json::Reader& r, json::Element value, const json::Path& path,
 }  // namespace
 
 std::string write_layout_json(const Layout& layout) {
-  fmt::memory_buffer out;
-  auto it = std::back_inserter(out);
-  out.append(std::string_view("{\n  \"schema\": \"paramlayout.layout/v1\",\n  \"generator\": "));
-  json::append_quoted(out, layout.generator);
-  out.append(std::string_view(",\n  \"model\": "));
-  json::append_optional(out, layout.model);
-  out.append(std::string_view(",\n  \"manifest_sha256\": "));
-  json::append_quoted(out, layout.manifest_sha256);
+  std::string text;
+  std::size_t params = 0;
+  for (const BufferLayout& b : layout.buffers) params += b.params.size() + b.buckets.size();
+  text.reserve(1024 + 128 * params);
+  json::Writer w(text);
   const PlanOptions& o = layout.options;
-  fmt::format_to(it,
-                 ",\n  \"options\": {{\"strategy\": \"{}\", \"dp\": {}, \"expert_dp\": {}, "
-                 "\"bucket_size\": ",
-                 to_string(o.strategy), o.dp, o.expert_dp);
-  json::append_optional(out, o.bucket_size);
-  fmt::format_to(it,
-                 ", \"grad_reduce_in_fp32\": {}, \"pad_for_high_nccl_busbw\": {}}},\n"
-                 "  \"buffers\": [",
-                 o.grad_reduce_in_fp32, o.pad_for_high_nccl_busbw);
+  w.raw("{\n  \"schema\": \"paramlayout.layout/v1\",\n  \"generator\": ").quoted(layout.generator)
+      .raw(",\n  \"model\": ").optional(layout.model)
+      .raw(",\n  \"manifest_sha256\": ").quoted(layout.manifest_sha256)
+      .raw(",\n  \"options\": {\"strategy\": \"").raw(to_string(o.strategy))
+      .raw("\", \"dp\": ").integer(o.dp)
+      .raw(", \"expert_dp\": ").integer(o.expert_dp)
+      .raw(", \"bucket_size\": ").optional(o.bucket_size)
+      .raw(", \"grad_reduce_in_fp32\": ").boolean(o.grad_reduce_in_fp32)
+      .raw(", \"pad_for_high_nccl_busbw\": ").boolean(o.pad_for_high_nccl_busbw)
+      .raw("},\n  \"buffers\": [");
   const char* sep = "\n";
   for (const BufferLayout& buffer : layout.buffers) {
-    out.append(std::string_view(sep));
-    write_buffer(out, buffer);
+    w.raw(sep);
+    write_buffer(w, buffer);
     sep = ",\n";
   }
-  out.append(std::string_view(layout.buffers.empty() ? "]\n}\n" : "\n  ]\n}\n"));
-  return fmt::to_string(out);
+  w.raw(layout.buffers.empty() ? "]\n}\n" : "\n  ]\n}\n");
+  return text;
 }
 
 Result<Layout> parse_layout(std::string_view text, std::string_view source) {
@@ -269,7 +265,8 @@ Result<Layout> parse_layout(std::string_view text, std::string_view source) {
             if (!r.is_array(v, p)) return;
             std::size_t i = 0;
             for (json::Element item : simdjson::dom::array(v)) {
-              read_buffer(r, item, p.item(i++), layout.options, layout.buffers.emplace_back());
+              read_buffer(r, item, p.item(i++), layout.options, *layout.names,
+                          layout.buffers.emplace_back());
               if (r.failed()) return;
             }
             break;

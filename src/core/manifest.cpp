@@ -5,7 +5,7 @@
 #include <array>
 #include <chrono>
 #include <limits>
-#include <unordered_map>
+#include <functional>
 
 #include "json_reader.hpp"
 
@@ -51,7 +51,8 @@ void read_shape(json::Reader& r, json::Element value, const json::Path& path, Pa
   param.numel = numel;
 }
 
-void read_param(json::Reader& r, json::Element value, const json::Path& path, Param& param) {
+void read_param(json::Reader& r, json::Element value, const json::Path& path, NameStore& names,
+                Param& param) {
   json::read_members(
       r, value, path,
       {"name", "shape", "dtype", "storage", "expert_parallel", "shared_embedding",
@@ -60,7 +61,7 @@ void read_param(json::Reader& r, json::Element value, const json::Path& path, Pa
       [&](std::size_t slot, json::Element v, const json::Path& p) {
         switch (slot) {
           case 0:
-            param.name = r.string(v, p, /*non_empty=*/true);
+            param.name = names.add(r.string(v, p, /*non_empty=*/true));
             break;
           case 1:
             read_shape(r, v, p, param);
@@ -100,17 +101,30 @@ void read_param(json::Reader& r, json::Element value, const json::Path& path, Pa
       });
 }
 
+// Open addressing on (hash, position) pairs: no allocation per name, and names are only
+// compared when their hashes match.
 void check_unique_names(json::Reader& r, const std::vector<Param>& params,
                         const json::Path& params_path) {
-  std::unordered_map<std::string_view, std::size_t> first;
-  first.reserve(params.size());
+  std::size_t capacity = 16;
+  while (capacity < 2 * params.size()) capacity *= 2;
+  constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
+  std::vector<std::uint64_t> table(capacity, kEmpty);
+  const std::hash<std::string_view> hash;
   for (std::size_t i = 0; i < params.size(); ++i) {
-    auto [it, inserted] = first.try_emplace(params[i].name, i);
-    if (!inserted) {
-      r.fail(params_path.item(i).field("name"),
-             fmt::format("duplicate param name \"{}\" (first at /params/{})", params[i].name,
-                         it->second));
-      return;
+    const std::uint64_t h = hash(params[i].name);
+    const std::uint64_t tag = h & ~std::uint64_t{0xFFFFFFFF};
+    for (std::size_t slot = h & (capacity - 1);; slot = (slot + 1) & (capacity - 1)) {
+      if (table[slot] == kEmpty) {
+        table[slot] = tag | i;
+        break;
+      }
+      const std::size_t other = table[slot] & 0xFFFFFFFF;
+      if ((table[slot] & ~std::uint64_t{0xFFFFFFFF}) == tag && params[other].name == params[i].name) {
+        r.fail(params_path.item(i).field("name"),
+               fmt::format("duplicate param name \"{}\" (first at /params/{})", params[i].name,
+                           other));
+        return;
+      }
     }
   }
 }
@@ -172,7 +186,8 @@ Result<Manifest> parse_manifest(std::string_view text, std::string_view source,
                        manifest.params.reserve(items.size());
                        std::size_t i = 0;
                        for (json::Element item : items) {
-                         read_param(r, item, p.item(i++), manifest.params.emplace_back());
+                         read_param(r, item, p.item(i++), *manifest.names,
+                                    manifest.params.emplace_back());
                          if (r.failed()) return;
                        }
                        check_unique_names(r, manifest.params, p);

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <map>
+#include <algorithm>
 
 #include "paramlayout/version.hpp"
 #include "strategies/strategies.hpp"
@@ -27,22 +27,26 @@ Strategy strategy_for(const BufferKey& key, const PlanOptions& options) {
 }
 
 std::vector<BufferGroup> group_params(const Manifest& manifest, const PlanOptions& options) {
+  // Few distinct keys exist (dtypes x expert x layerwise), so linear lookups win.
   std::vector<BufferGroup> groups;
-  std::map<BufferKey, std::size_t> group_of;
-  std::map<BufferKey, std::int64_t> next_index;  // keyed by the logical dtype
+  std::vector<std::pair<BufferKey, std::int64_t>> next_index;  // keyed by the logical dtype
   for (std::size_t i = 0; i < manifest.params.size(); ++i) {
     const Param& param = manifest.params[i];
     const BufferKey key = buffer_key_of(param, options);
-    auto [it, inserted] = group_of.try_emplace(key, groups.size());
-    if (inserted) {
-      BufferGroup& group = groups.emplace_back();
-      group.key = key;
-      group.num_shards = key.expert_parallel ? options.expert_dp : options.dp;
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [&](const BufferGroup& g) { return g.key == key; });
+    if (group == groups.end()) {
+      group = groups.insert(groups.end(), BufferGroup{});
+      group->key = key;
+      group->num_shards = key.expert_parallel ? options.expert_dp : options.dp;
     }
     BufferKey index_key = key;
     index_key.param_dtype = param.dtype;
-    groups[it->second].params.push_back(i);
-    groups[it->second].indices.push_back(next_index[index_key]++);
+    auto counter = std::find_if(next_index.begin(), next_index.end(),
+                                [&](const auto& entry) { return entry.first == index_key; });
+    if (counter == next_index.end()) counter = next_index.insert(next_index.end(), {index_key, 0});
+    group->params.push_back(i);
+    group->indices.push_back(counter->second++);
   }
   return groups;
 }
@@ -70,6 +74,7 @@ Result<Layout> plan(const Manifest& manifest, const PlanOptions& options) {
   layout.generator = std::string("paramlayout ") + std::string(kVersion);
   layout.model = manifest.model;
   layout.manifest_sha256 = manifest.sha256;
+  layout.names = manifest.names;
   layout.options = options;
 
   for (const BufferGroup& group : group_params(manifest, options)) {

@@ -61,7 +61,7 @@ TEST_SUITE("layout-json") {
     l.generator = "g";
     l.manifest_sha256 = "s";
     BufferLayout& b = l.buffers.emplace_back();
-    b.params.push_back({"quote\" back\\slash\ttab\x01 ünï", 0, 1, 0, 0});
+    b.params.push_back({l.names->add("quote\" back\\slash\ttab\x01 ünï"), 0, 1, 0, 0});
     const std::string text = write_layout_json(l);
     CHECK(nlohmann::json::parse(text)["buffers"][0]["params"][0]["name"] ==
           "quote\" back\\slash\ttab\x01 ünï");

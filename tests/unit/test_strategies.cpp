@@ -12,18 +12,19 @@ using paramlayout::test::expect_ok;
 
 namespace {
 
-Param matrix(std::string name, std::int64_t rows, std::int64_t cols) {
+// Names are string literals: static text outlives every Layout here.
+Param matrix(std::string_view name, std::int64_t rows, std::int64_t cols) {
   Param p;
-  p.name = std::move(name);
+  p.name = name;
   p.shape = {rows, cols};
   p.numel = rows * cols;
   p.dtype = DType::bfloat16;
   return p;
 }
 
-Param vector(std::string name, std::int64_t n) {
+Param vector(std::string_view name, std::int64_t n) {
   Param p;
-  p.name = std::move(name);
+  p.name = name;
   p.shape = {n};
   p.numel = n;
   p.dtype = DType::bfloat16;
@@ -50,7 +51,7 @@ using Placement = std::tuple<std::int64_t, std::int64_t, std::int64_t>;  // star
 
 std::map<std::string, Placement> placements(const BufferLayout& buffer) {
   std::map<std::string, Placement> out;
-  for (const ParamSlot& p : buffer.params) out[p.name] = {p.start, p.end, p.bucket};
+  for (const ParamSlot& p : buffer.params) out[std::string(p.name)] = {p.start, p.end, p.bucket};
   return out;
 }
 

@@ -5,6 +5,8 @@
 // shards ("least-loaded shard with room", "emptiest shard", "least-filled estimate") is
 // answered by a structure in O(log dp), and per-bucket state is reset only where a bucket
 // touched it, so planning grows with params, not params x dp.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -38,12 +40,18 @@ std::optional<Wide> newton_schulz_cost(const Param& param) {
   return cost;
 }
 
-/// Shards ordered by (load, id), each with a fill level; finds the least-loaded shard whose
-/// fill is at most a limit. A treap keyed by (load, id), each node knowing the smallest
-/// fill in its subtree.
+/// Up to this many shards, scanning them all beats any tree.
+constexpr std::int64_t kScanLimit = 64;
+
+/// Each shard's accumulated cost (load) and fill; finds the least-loaded shard, lowest id on
+/// ties, whose fill is at most a limit. Beyond kScanLimit shards a treap keyed by
+/// (load, id), each node knowing the smallest fill below it, answers in O(log dp).
 class LeastLoadedShard {
  public:
-  explicit LeastLoadedShard(std::int64_t shards) : nodes_(static_cast<std::size_t>(shards)) {
+  explicit LeastLoadedShard(std::int64_t shards)
+      : load_(static_cast<std::size_t>(shards)), fill_(static_cast<std::size_t>(shards)) {
+    if (shards <= kScanLimit) return;
+    nodes_.resize(static_cast<std::size_t>(shards));
     std::uint64_t state = 0x9E3779B97F4A7C15ULL;
     for (std::int32_t s = 0; s < static_cast<std::int32_t>(shards); ++s) {
       state ^= state << 13;
@@ -56,12 +64,19 @@ class LeastLoadedShard {
 
   /// The shard with the smallest (load, id) among those with fill <= limit, or -1.
   std::int32_t find(Wide limit) const {
+    if (nodes_.empty()) {
+      std::int32_t best = -1;
+      for (std::int32_t s = 0; s < static_cast<std::int32_t>(load_.size()); ++s) {
+        if (fill_[s] <= limit && (best < 0 || load_[s] < load_[best])) best = s;
+      }
+      return best;
+    }
     std::int32_t t = root_;
     while (t >= 0) {
       const Node& n = nodes_[t];
       if (n.left >= 0 && nodes_[n.left].min_fill <= limit) {
         t = n.left;
-      } else if (n.fill <= limit) {
+      } else if (fill_[t] <= limit) {
         return t;
       } else if (n.right >= 0 && nodes_[n.right].min_fill <= limit) {
         t = n.right;
@@ -72,29 +87,31 @@ class LeastLoadedShard {
     return -1;
   }
 
-  Wide load(std::int32_t s) const { return nodes_[s].load; }
+  Wide load(std::int32_t s) const { return load_[s]; }
 
+  /// Gives shard `s` a new (higher or equal) load and a new fill.
   void set(std::int32_t s, Wide load, Wide fill) {
-    std::int32_t below = -1;
-    std::int32_t rest = -1;
-    std::int32_t self = -1;
-    std::int32_t above = -1;
-    split(root_, s, /*inclusive=*/false, below, rest);
-    split(rest, s, /*inclusive=*/true, self, above);
-    Node& n = nodes_[s];
-    n.load = load;
-    n.fill = fill;
-    n.min_fill = fill;
-    n.left = n.right = -1;
-    root_ = merge(below, above);
-    split(root_, s, /*inclusive=*/false, below, above);
-    root_ = merge(merge(below, s), above);
+    if (nodes_.empty()) {
+      load_[s] = load;
+      fill_[s] = fill;
+      return;
+    }
+    root_ = erase(root_, s);
+    load_[s] = load;
+    fill_[s] = fill;
+    nodes_[s].min_fill = fill;
+    nodes_[s].left = nodes_[s].right = -1;
+    root_ = insert(root_, s);
+  }
+
+  /// Gives shard `s` a new fill; its place in the order does not change.
+  void set_fill(std::int32_t s, Wide fill) {
+    fill_[s] = fill;
+    if (!nodes_.empty()) refresh_path(root_, s);
   }
 
  private:
   struct Node {
-    Wide load = 0;
-    Wide fill = 0;
     Wide min_fill = 0;
     std::uint64_t priority = 0;
     std::int32_t left = -1;
@@ -102,12 +119,12 @@ class LeastLoadedShard {
   };
 
   bool before(std::int32_t a, std::int32_t b) const {
-    return nodes_[a].load < nodes_[b].load || (nodes_[a].load == nodes_[b].load && a < b);
+    return load_[a] < load_[b] || (load_[a] == load_[b] && a < b);
   }
 
   void pull(std::int32_t t) {
     Node& n = nodes_[t];
-    n.min_fill = n.fill;
+    n.min_fill = fill_[t];
     if (n.left >= 0) n.min_fill = std::min(n.min_fill, nodes_[n.left].min_fill);
     if (n.right >= 0) n.min_fill = std::min(n.min_fill, nodes_[n.right].min_fill);
   }
@@ -125,32 +142,62 @@ class LeastLoadedShard {
     return b;
   }
 
-  // Splits `t` into nodes ordered before `key` (or equal, when inclusive) and the rest.
-  void split(std::int32_t t, std::int32_t key, bool inclusive, std::int32_t& left,
-             std::int32_t& right) {
+  // Splits `t` into the nodes ordered before `key` and the rest.
+  void split(std::int32_t t, std::int32_t key, std::int32_t& left, std::int32_t& right) {
     if (t < 0) {
       left = right = -1;
-      return;
-    }
-    if (before(t, key) || (inclusive && t == key)) {
-      split(nodes_[t].right, key, inclusive, nodes_[t].right, right);
+    } else if (before(t, key)) {
+      split(nodes_[t].right, key, nodes_[t].right, right);
       left = t;
+      pull(t);
     } else {
-      split(nodes_[t].left, key, inclusive, left, nodes_[t].left);
+      split(nodes_[t].left, key, left, nodes_[t].left);
       right = t;
+      pull(t);
     }
+  }
+
+  std::int32_t erase(std::int32_t t, std::int32_t key) {
+    if (t == key) return merge(nodes_[t].left, nodes_[t].right);
+    std::int32_t& child = before(key, t) ? nodes_[t].left : nodes_[t].right;
+    child = erase(child, key);
+    pull(t);
+    return t;
+  }
+
+  std::int32_t insert(std::int32_t t, std::int32_t node) {
+    if (t < 0) return node;
+    if (nodes_[node].priority > nodes_[t].priority) {
+      split(t, node, nodes_[node].left, nodes_[node].right);
+      pull(node);
+      return node;
+    }
+    std::int32_t& child = before(node, t) ? nodes_[t].left : nodes_[t].right;
+    child = insert(child, node);
+    pull(t);
+    return t;
+  }
+
+  void refresh_path(std::int32_t t, std::int32_t key) {
+    if (t != key) refresh_path(before(key, t) ? nodes_[t].left : nodes_[t].right, key);
     pull(t);
   }
 
-  std::vector<Node> nodes_;
+  std::vector<Wide> load_;
+  std::vector<Wide> fill_;
+  std::vector<Node> nodes_;  ///< empty when scanning
   std::int32_t root_ = -1;
 };
 
 /// Per-shard cursors of the bucket being packed, with the emptiest shard (smallest cursor,
-/// lowest id) at hand: a segment tree of argmins.
+/// lowest id) at hand: a scan for few shards, else a segment tree of argmins.
 class EmptiestShard {
  public:
-  explicit EmptiestShard(std::int64_t shards) {
+  explicit EmptiestShard(std::int64_t shards) : shards_(shards) {
+    if (shards <= kScanLimit) {
+      cursor_.assign(static_cast<std::size_t>(shards), 0);
+      return;
+    }
     while (leaves_ < shards) leaves_ *= 2;
     cursor_.assign(static_cast<std::size_t>(leaves_), kWideMax);
     std::fill(cursor_.begin(), cursor_.begin() + shards, Wide{0});
@@ -159,11 +206,18 @@ class EmptiestShard {
     for (std::int64_t i = leaves_ - 1; i > 0; --i) best_[i] = pick(best_[2 * i], best_[2 * i + 1]);
   }
 
-  std::int32_t find() const { return best_[1]; }
+  std::int32_t find() const {
+    if (!best_.empty()) return best_[1];
+    std::int32_t best = 0;
+    for (std::int32_t s = 1; s < static_cast<std::int32_t>(shards_); ++s) best = pick(best, s);
+    return best;
+  }
+
   Wide cursor(std::int32_t s) const { return cursor_[s]; }
 
   void set(std::int32_t s, Wide cursor) {
     cursor_[s] = cursor;
+    if (best_.empty()) return;
     for (std::int64_t i = (leaves_ + s) / 2; i > 0; i /= 2) {
       best_[i] = pick(best_[2 * i], best_[2 * i + 1]);
     }
@@ -174,9 +228,10 @@ class EmptiestShard {
     return cursor_[b] < cursor_[a] ? b : a;
   }
 
+  std::int64_t shards_;
   std::int64_t leaves_ = 1;
   std::vector<Wide> cursor_;
-  std::vector<std::int32_t> best_;
+  std::vector<std::int32_t> best_;  ///< empty when scanning
 };
 
 /// The chunk former's estimate of shard fill: each param goes to the least-filled shard
@@ -232,8 +287,9 @@ class LayerwisePacker {
     for (std::size_t k = 0; k < n; ++k) {
       std::optional<Wide> cost = newton_schulz_cost(job_.param(k));
       if (!cost) {
-        return Error{job_.manifest.source + ": param \"" + job_.param(k).name +
-                     "\": its Newton-Schulz cost (shape and gtp_remat_size) exceeds 127 bits"};
+        return Error{fmt::format("{}: param \"{}\": its Newton-Schulz cost (shape and "
+                                 "gtp_remat_size) exceeds 127 bits",
+                                 job_.manifest.source, job_.param(k).name)};
       }
       cost_[k] = *cost;
     }
@@ -243,6 +299,7 @@ class LayerwisePacker {
     std::vector<std::size_t> chunk;
     Wide chunk_numel = 0;
     std::int64_t chunk_max = 0;
+    Wide threshold = 0;  // max(bucket_size, trunc(dp * chunk_max * 0.9)), kept with chunk_max
     auto emit_chunk = [&]() -> Result<void> {
       Result<void> emitted = emit(chunk, chunk_numel);
       chunk.clear();
@@ -260,9 +317,6 @@ class LayerwisePacker {
         continue;
       }
       if (bucket_size && !chunk.empty()) {
-        const Wide floor = static_cast<Wide>(
-            std::trunc(static_cast<double>(Wide{dp_} * chunk_max) * 0.9));
-        const Wide threshold = std::max(Wide{*bucket_size}, floor);
         const bool absorbed = align_param_start(estimate.min()) + param.numel <=
                               pad_to(estimate.max(), Wide{shard_divisor_});
         if (chunk_numel >= threshold && !absorbed) {
@@ -272,7 +326,12 @@ class LayerwisePacker {
       estimate.place(param.numel);
       chunk.push_back(k);
       chunk_numel += param.numel;
-      chunk_max = std::max(chunk_max, param.numel);
+      if (param.numel > chunk_max) {
+        chunk_max = param.numel;
+        const Wide floor = static_cast<Wide>(
+            std::trunc(static_cast<double>(Wide{dp_} * chunk_max) * 0.9));
+        threshold = std::max(Wide{bucket_size.value_or(0)}, floor);
+      }
     }
     return emit_chunk();
   }
@@ -280,14 +339,17 @@ class LayerwisePacker {
  private:
   struct Assignment {
     std::int32_t shard;
+    std::size_t order;  ///< when it was assigned
     std::size_t param;
   };
 
   Result<void> emit(const std::vector<std::size_t>& chunk, Wide chunk_numel) {
     if (chunk.empty()) return {};
-    std::vector<std::size_t> by_cost = chunk;
-    std::stable_sort(by_cost.begin(), by_cost.end(),
-                     [&](std::size_t a, std::size_t b) { return cost_[a] > cost_[b]; });
+    // By descending cost; ties keep chunk (backprop) order, i.e. descending position.
+    by_cost_ = chunk;
+    std::sort(by_cost_.begin(), by_cost_.end(), [&](std::size_t a, std::size_t b) {
+      return cost_[a] > cost_[b] || (cost_[a] == cost_[b] && a > b);
+    });
 
     // The reference compares an int with the double cap exactly; so does floor(cap).
     const double cap = static_cast<double>(chunk_numel) / static_cast<double>(dp_) * (1.0 + 0.3);
@@ -295,7 +357,7 @@ class LayerwisePacker {
     assignments_.clear();
     touched_.clear();
     Wide max_cursor = 0;
-    for (std::size_t k : by_cost) {
+    for (std::size_t k : by_cost_) {
       const std::int64_t numel = job_.param(k).numel;
       std::int32_t s = loads_.find(cap_floor - numel);
       if (s < 0) s = cursors_.find();
@@ -310,12 +372,13 @@ class LayerwisePacker {
       cursors_.set(s, new_cursor);
       loads_.set(s, load, align_param_start(new_cursor));
       max_cursor = std::max(max_cursor, new_cursor);
-      assignments_.push_back({s, k});
+      assignments_.push_back({s, assignments_.size(), k});
     }
 
     const Wide shard_size = pad_to(max_cursor, Wide{shard_divisor_});
-    std::stable_sort(assignments_.begin(), assignments_.end(),
-                     [](const Assignment& a, const Assignment& b) { return a.shard < b.shard; });
+    std::sort(assignments_.begin(), assignments_.end(), [](const Assignment& a, const Assignment& b) {
+      return a.shard < b.shard || (a.shard == b.shard && a.order < b.order);
+    });
     std::int32_t shard = -1;
     Wide cursor = 0;
     for (const Assignment& a : assignments_) {
@@ -329,7 +392,7 @@ class LayerwisePacker {
     }
     for (std::int32_t s : touched_) {
       cursors_.set(s, 0);
-      loads_.set(s, loads_.load(s), 0);
+      loads_.set_fill(s, 0);
     }
     close_bucket(shard_size, chunk_numel);
     return {};
@@ -355,6 +418,7 @@ class LayerwisePacker {
   std::vector<Wide> cost_;
   LeastLoadedShard loads_;
   EmptiestShard cursors_;
+  std::vector<std::size_t> by_cost_;
   std::vector<Assignment> assignments_;
   std::vector<std::int32_t> touched_;
   Wide bucket_start_ = 0;

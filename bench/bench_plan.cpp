@@ -1,0 +1,45 @@
+// Times the plan phase alone (manifest already parsed): the best of N runs per point.
+// Usage: bench_plan MANIFEST STRATEGY DP [DP...]
+#include <fmt/format.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "paramlayout/plan.hpp"
+
+int main(int argc, char** argv) {
+  using namespace paramlayout;
+  if (argc < 4) {
+    fmt::print(stderr, "usage: bench_plan MANIFEST STRATEGY DP [DP...]\n");
+    return 2;
+  }
+  std::ifstream in(argv[1], std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  Result<Manifest> manifest = parse_manifest(text.str(), argv[1]);
+  if (!manifest) {
+    fmt::print(stderr, "{}\n", manifest.error().message);
+    return 2;
+  }
+  for (int i = 3; i < argc; ++i) {
+    PlanOptions o;
+    o.strategy = *parse_strategy(argv[2]);
+    o.dp = o.expert_dp = std::stoll(argv[i]);
+    o.bucket_size = default_bucket_size(o.dp);
+    double best = 1e30;
+    const int runs = manifest->params.size() > 100000 ? 3 : 20;
+    for (int r = 0; r < runs; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      Result<Layout> layout = plan(*manifest, o);
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      if (!layout) return 2;
+      best = std::min(best, ms);
+    }
+    fmt::print("{} {} dp {}: plan {:.2f} ms (best of {})\n", manifest->model.value_or(argv[1]),
+               argv[2], o.dp, best, runs);
+  }
+  return 0;
+}

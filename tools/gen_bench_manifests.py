@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Writes the benchmark manifests (stdlib only):
+
+  deepseek-v3-ep1.json  DeepSeek-V3 (61 layers, MLA, 256 routed experts + 1 shared, first 3
+                        layers dense) as Megatron-LM names it (TE layer spec, grouped-GEMM
+                        experts), all experts on one rank: ~30.6k params, ~0.67 T elements.
+  synthetic-1m.json     1,000,000 params of mixed shapes, dtypes and attributes.
+
+Usage: gen_bench_manifests.py OUT_DIR
+"""
+import json
+import random
+import sys
+from pathlib import Path
+
+
+def deepseek_v3():
+    hidden, vocab, layers, dense_layers = 7168, 129280, 61, 3
+    heads, q_lora, kv_lora, nope, rope, v_dim = 128, 1536, 512, 128, 64, 128
+    ffn, moe_ffn, experts = 18432, 2048, 256
+    params = [("embedding.word_embeddings.weight", [vocab, hidden], {"embedding_or_output": True})]
+    for i in range(layers):
+        a = f"decoder.layers.{i}.self_attention"
+        params += [
+            (f"{a}.linear_q_down_proj.weight", [q_lora, hidden], {}),
+            (f"{a}.linear_q_up_proj.layer_norm_weight", [q_lora], {}),
+            (f"{a}.linear_q_up_proj.weight", [heads * (nope + rope), q_lora], {}),
+            (f"{a}.linear_kv_down_proj.weight", [kv_lora + rope, hidden], {}),
+            (f"{a}.linear_kv_up_proj.layer_norm_weight", [kv_lora], {}),
+            (f"{a}.linear_kv_up_proj.weight", [heads * (nope + v_dim), kv_lora], {}),
+            (f"{a}.linear_proj.weight", [hidden, heads * v_dim], {}),
+            (f"decoder.layers.{i}.input_layernorm.weight", [hidden], {}),
+        ]
+        m = f"decoder.layers.{i}.mlp"
+        if i < dense_layers:
+            params += [
+                (f"{m}.linear_fc1.layer_norm_weight", [hidden], {}),
+                (f"{m}.linear_fc1.weight", [2 * ffn, hidden], {}),
+                (f"{m}.linear_fc2.weight", [hidden, ffn], {}),
+            ]
+            continue
+        params += [
+            (f"decoder.layers.{i}.pre_mlp_layernorm.weight", [hidden], {}),
+            (f"{m}.router.weight", [experts, hidden], {}),
+            (f"{m}.shared_experts.linear_fc1.weight", [2 * moe_ffn, hidden], {}),
+            (f"{m}.shared_experts.linear_fc2.weight", [hidden, moe_ffn], {}),
+        ]
+        for e in range(experts):
+            params.append((f"{m}.experts.linear_fc1.weight{e}", [2 * moe_ffn, hidden],
+                           {"expert_parallel": True}))
+        for e in range(experts):
+            params.append((f"{m}.experts.linear_fc2.weight{e}", [hidden, moe_ffn],
+                           {"expert_parallel": True}))
+    params += [
+        ("decoder.final_layernorm.weight", [hidden], {}),
+        ("output_layer.weight", [vocab, hidden], {"embedding_or_output": True}),
+    ]
+    return {
+        "schema": "paramlayout.manifest/v1",
+        "model": "deepseek-v3-ep1",
+        "params": [{"name": n, "shape": s, "dtype": "bfloat16", **a} for n, s, a in params],
+    }
+
+
+def synthetic(count, seed=1):
+    rng = random.Random(seed)
+    params = []
+    for i in range(count):
+        r = rng.random()
+        if r < 0.5:
+            shape = [rng.choice([256, 512, 1024, 2048, 4096]), rng.randint(1, 4096)]
+        elif r < 0.9:
+            shape = [rng.randint(1, 8192)]
+        else:
+            shape = [rng.randint(1, 64), rng.randint(1, 64), rng.randint(1, 8)]
+        p = {"name": f"model.layers.{i // 16}.block.param_{i % 16}.weight", "shape": shape,
+             "dtype": rng.choice(["bfloat16", "bfloat16", "float32"])}
+        if i % 5 == 0:
+            p["expert_parallel"] = True
+        if i % 97 == 0:
+            p["use_muon"] = False
+        params.append(p)
+    return {"schema": "paramlayout.manifest/v1", "model": "synthetic-1m", "params": params}
+
+
+def main():
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "deepseek-v3-ep1.json").write_text(json.dumps(deepseek_v3()))
+    (out / "synthetic-1m.json").write_text(json.dumps(synthetic(1_000_000)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Times Megatron-LM's own per-buffer layout functions on a manifest: the anchor that
+tools/bench-plan.sh compares paramlayout against, in the same run.
+
+The functions are read at run time from a Megatron-LM checkout (a work tree, or a bare git
+directory such as the one `fetch` makes), with their torch-specific parts stood in for by
+plain Python: params are objects with the attributes the functions read. Nothing of
+Megatron-LM is copied into this project. Only the layout algorithm is timed (as the issue's
+figures were): grouping into buffers is done here, untimed.
+
+Usage: megatron_anchor.py MEGATRON_CHECKOUT MANIFEST STRATEGY DP [DP...] [--compare DIR]
+Prints one line per dp: "<strategy> dp <dp>: megatron <seconds> s". With --compare, also
+checks that DIR/<strategy>-dp<dp>.json (a paramlayout layout of the same manifest with
+default options) places every param where Megatron-LM's functions do.
+"""
+import ast
+import json
+import logging
+import math
+import subprocess
+import sys
+import textwrap
+import time
+import types
+import typing
+from pathlib import Path
+
+
+def read_source(checkout, path):
+    root = Path(checkout)
+    if (root / path).exists():
+        return (root / path).read_text()
+    return subprocess.run(["git", "--git-dir", str(root), "show", f"HEAD:{path}"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def method_source(module_source, class_name, method_name):
+    tree = ast.parse(module_source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == method_name:
+                    item.decorator_list = []
+                    return textwrap.dedent(ast.unparse(item))
+    raise SystemExit(f"{class_name}.{method_name} not found")
+
+
+def stub_torch():
+    torch = types.ModuleType("torch")
+    torch.dtype = str
+    torch.uint8, torch.float = "uint8", "float32"
+    torch.nn = types.SimpleNamespace(Parameter=object)
+    return torch
+
+
+class Data:
+    def __init__(self, shape, numel):
+        self.shape, self._numel = shape, numel
+
+    def nelement(self):
+        return self._numel
+
+
+class Param:
+    """Stands in for torch.nn.Parameter with the attributes the layout functions read."""
+
+    def __init__(self, p):
+        shape = p["shape"]
+        self.data = Data(tuple(shape), math.prod(shape))
+        self._dim = len(shape)
+        self.shared_embedding = p.get("shared_embedding", False)
+        if p.get("gtp_remat_size", 1) > 1:
+            self.is_gtp_weight_remat, self.gtp_remat_size = True, p["gtp_remat_size"]
+
+    def dim(self):
+        return self._dim
+
+
+def load_functions(checkout):
+    namespace = {"torch": stub_torch(), "math": math, "logging": logging,
+                 "logger": logging.getLogger("anchor"),
+                 "log_single_rank": lambda *args, **kwargs: None}
+    namespace.update({name: getattr(typing, name) for name in ("Dict", "List", "Optional", "Tuple")})
+    sys.modules.setdefault("torch", namespace["torch"])
+    exec(read_source(checkout, "megatron/core/optimizer/param_layout.py"), namespace)
+    distopt = read_source(checkout, "megatron/core/optimizer/distrib_optimizer.py")
+    layerwise = read_source(checkout, "megatron/core/optimizer/layer_wise_optimizer.py")
+    exec(method_source(distopt, "DistributedOptimizer", "_compute_per_buffer_param_layout")
+         .replace("def _compute_per_buffer_param_layout", "def sequential_dp"), namespace)
+    exec(method_source(layerwise, "LayerWiseDistributedOptimizer", "_shard_divisor"), namespace)
+    namespace["LayerWiseDistributedOptimizer"] = types.SimpleNamespace(
+        _shard_divisor=namespace["_shard_divisor"])
+    exec(method_source(layerwise, "LayerWiseDistributedOptimizer",
+                       "_compute_per_buffer_param_layout")
+         .replace("def _compute_per_buffer_param_layout", "def layerwise"), namespace)
+    return namespace["sequential_dp"], namespace["layerwise"]
+
+
+def buffers(manifest, strategy):
+    """Params per buffer as strategies.md section 1 groups them, with their strategy."""
+    groups = {}
+    for p in manifest["params"]:
+        layerwise = (strategy == "layerwise" and p.get("use_muon", True)
+                     and len(p["shape"]) == 2 and not p.get("embedding_or_output", False))
+        key = (p["dtype"] if p.get("storage", "dense") == "dense" else "uint8", p["dtype"],
+               p.get("expert_parallel", False), layerwise)
+        groups.setdefault(key, []).append(Param(p))
+    return [(key[3], params) for key, params in groups.items()]
+
+
+def same_layout(results, layout_path):
+    buffers_out = json.loads(Path(layout_path).read_text())["buffers"]
+    if len(buffers_out) != len(results):
+        return False
+    for result, buffer in zip(results, buffers_out):
+        ours = sorted((p["start"], p["end"], p["bucket"]) for p in buffer["params"])
+        theirs = sorted(result.param_index_map.values())
+        buckets = [(b["start"], b["end"]) for b in buffer["buckets"]]
+        if ours != theirs or buckets != [tuple(b) for b in result.bucket_indices]:
+            return False
+    return True
+
+
+def main():
+    args = sys.argv[1:]
+    compare = None
+    if "--compare" in args:
+        i = args.index("--compare")
+        compare = args[i + 1]
+        del args[i:i + 2]
+    checkout, manifest_path, strategy, *dps = args
+    sequential_dp, layerwise = load_functions(checkout)
+    groups = buffers(json.loads(Path(manifest_path).read_text()), strategy)
+    config = types.SimpleNamespace(pad_buckets_for_high_nccl_busbw=False)
+    for dp in map(int, dps):
+        bucket_size = max(40_000_000, 1_000_000 * dp)
+        start = time.perf_counter()
+        results = [(layerwise if is_layerwise else sequential_dp)(params, bucket_size, dp, config)
+                   for is_layerwise, params in groups]
+        line = f"{strategy} dp {dp}: megatron {time.perf_counter() - start:.3f} s"
+        if compare:
+            same = same_layout(results, Path(compare, f"{strategy}-dp{dp}.json"))
+            line += ", same layout as paramlayout" if same else ", LAYOUT DIFFERS from paramlayout"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
