@@ -30,4 +30,22 @@ struct PlanCommand {
 CLI::App* setup_plan(CLI::App& app, PlanCommand& command);
 int run_plan(const PlanCommand& command);
 
+struct CheckCommand {
+  std::string layout;
+  std::string manifest;
+  bool replan = false;
+  std::size_t limit = 0;  ///< 0: print every broken promise
+};
+CLI::App* setup_check(CLI::App& app, CheckCommand& command);
+int run_check(const CheckCommand& command);
+
+struct DiffCommand {
+  std::string old_layout;
+  std::string new_layout;
+  bool json = false;
+  std::size_t limit = 20;
+};
+CLI::App* setup_diff(CLI::App& app, DiffCommand& command);
+int run_diff(const DiffCommand& command);
+
 }  // namespace paramlayout::cli

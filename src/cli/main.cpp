@@ -17,7 +17,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   PlanCommand plan;
+  CheckCommand check;
+  DiffCommand diff;
   CLI::App* plan_app = setup_plan(app, plan);
+  CLI::App* check_app = setup_check(app, check);
+  CLI::App* diff_app = setup_diff(app, diff);
 
   try {
     app.parse(argc, argv);
@@ -28,5 +32,7 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   }
   if (plan_app->parsed()) return run_plan(plan);
+  if (check_app->parsed()) return run_check(check);
+  if (diff_app->parsed()) return run_diff(diff);
   return kExitBadInput;
 }

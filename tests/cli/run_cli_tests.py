@@ -119,6 +119,100 @@ class Plan(unittest.TestCase):
         self.assertEqual(run().returncode, 2)
 
 
+def planned(tmp, manifest, *args):
+    out = Path(tmp, "layout.json")
+    result = run("plan", manifest, "-q", "-o", out, *args)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+class Check(unittest.TestCase):
+    MANIFEST = Plan.MANIFEST
+
+    def test_pristine_layout_holds(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            layout = planned(tmp, self.MANIFEST, "--dp", "8", "--strategy", "layerwise")
+            result = run("check", layout, "--manifest", self.MANIFEST, "--replan")
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+            self.assertIn("holds", result.stdout)
+            self.assertIn("a fresh plan gives the same layout", result.stdout)
+
+    def test_every_broken_promise_is_listed(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            layout = planned(tmp, self.MANIFEST, "--dp", "8", "--strategy", "layerwise")
+            data = json.loads(layout.read_text())
+            params = data["buffers"][1]["params"]
+            params[3]["start"] += 1
+            params[3]["end"] += 1
+            shifted = params[3]["name"]
+            dropped = params.pop(7)["name"]
+            data["buffers"][0]["num_shards"] = 7
+            layout.write_text(json.dumps(data))
+            result = run("check", layout, "--manifest", self.MANIFEST)
+            self.assertEqual(result.returncode, 1)
+            self.assertIn(f'param "{shifted}": starts at', result.stdout)
+            self.assertIn("not a multiple of 64", result.stdout)
+            self.assertIn(f'param "{dropped}": is in the manifest but missing', result.stdout)
+            self.assertIn("buffer 0 (bfloat16/bfloat16): num_shards is 7, expected 8", result.stdout)
+            self.assertRegex(result.stdout.splitlines()[-1], r"broken: \d+ problems")
+            limited = run("check", layout, "--manifest", self.MANIFEST, "--limit", "1")
+            self.assertIn("more (--limit 0 shows all)", limited.stdout)
+
+    def test_stale_layout_is_caught_by_replan(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            layout = planned(tmp, self.MANIFEST, "--dp", "8")
+            data = json.loads(layout.read_text())
+            data["options"]["bucket_size"] = 50000000
+            layout.write_text(json.dumps(data))
+            self.assertEqual(run("check", layout, "--manifest", self.MANIFEST).returncode, 0)
+            result = run("check", layout, "--manifest", self.MANIFEST, "--replan")
+            self.assertEqual(result.returncode, 1)
+            self.assertIn("stale: ", result.stdout)
+
+    def test_unreadable_inputs_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            layout = planned(tmp, self.MANIFEST, "--dp", "8")
+            result = run("check", self.MANIFEST, "--manifest", self.MANIFEST)
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("this file is a manifest, not a layout", result.stderr)
+            result = run("check", layout, "--manifest", Path(tmp, "missing.json"))
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("missing.json: cannot open", result.stderr)
+            self.assertEqual(run("check", layout).returncode, 2)
+
+
+class Diff(unittest.TestCase):
+    def test_one_more_layer(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            old = planned(tmp, Plan.MANIFEST, "--dp", "16")
+            old = old.rename(Path(tmp, "old.json"))
+            new = planned(tmp, ROOT / "testdata/manifests/llama3-8b-33-layers.json", "--dp", "16")
+            result = run("diff", old, new)
+            self.assertEqual(result.returncode, 1)
+            self.assertRegex(result.stdout.splitlines()[0], r"^\d+ params moved, 6 added")
+            self.assertIn("added (6):", result.stdout)
+            j = json.loads(run("diff", old, new, "--json").stdout)
+            self.assertFalse(j["identical"])
+            self.assertEqual(len(j["added"]), 6)
+            for key in ("removed", "resized", "moved", "owner_changed"):
+                self.assertIsInstance(j[key], list)
+
+    def test_identical_and_dp_change(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            a = planned(tmp, Plan.MANIFEST, "--dp", "16").rename(Path(tmp, "a.json"))
+            result = run("diff", a, a)
+            self.assertEqual((result.returncode, result.stdout), (0, "identical\n"))
+            b = planned(tmp, Plan.MANIFEST, "--dp", "24")
+            result = run("diff", a, b, "--json")
+            self.assertEqual(result.returncode, 1)
+            self.assertGreater(json.loads(result.stdout)["owner_changed_elements"], 0)
+
+    def test_bad_input_exits_2(self):
+        result = run("diff", Plan.MANIFEST, Plan.MANIFEST)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("not a layout", result.stderr)
+
+
 class Reference(unittest.TestCase):
     """The binary end to end on Megatron-LM's reference cases (the unit suite covers all)."""
 
@@ -152,5 +246,5 @@ class Reference(unittest.TestCase):
 if __name__ == "__main__":
     BINARY = os.path.abspath(sys.argv[1])
     ROOT = Path(sys.argv[2]).resolve()
-    Plan.MANIFEST = ROOT / "testdata/manifests/llama3-8b.json"
+    Plan.MANIFEST = Check.MANIFEST = ROOT / "testdata/manifests/llama3-8b.json"
     unittest.main(argv=[sys.argv[0], "-v"])

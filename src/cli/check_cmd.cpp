@@ -1,0 +1,78 @@
+// paramlayout check: every promise of strategies.md, without a GPU.
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "inputs.hpp"
+#include "io.hpp"
+#include "paramlayout/check.hpp"
+
+namespace paramlayout::cli {
+namespace {
+
+std::size_t bucket_count(const Layout& layout) {
+  std::size_t n = 0;
+  for (const BufferLayout& b : layout.buffers) n += b.buckets.size();
+  return n;
+}
+
+std::size_t param_count(const Layout& layout) {
+  std::size_t n = 0;
+  for (const BufferLayout& b : layout.buffers) n += b.params.size();
+  return n;
+}
+
+}  // namespace
+
+CLI::App* setup_check(CLI::App& app, CheckCommand& command) {
+  CLI::App* sub = app.add_subcommand(
+      "check", "Check a layout against its manifest and every promise of strategies.md");
+  sub->add_option("LAYOUT", command.layout, "Layout v1 JSON file")->type_name("FILE")->required();
+  sub->add_option("--manifest", command.manifest, "The manifest it was planned from")
+      ->type_name("FILE")
+      ->required();
+  sub->add_flag("--replan", command.replan,
+                "Also plan the manifest again with the recorded options and report any "
+                "difference (a stale or hand-edited layout)");
+  sub->add_option("--limit", command.limit, "Print at most N broken promises (0: all)")
+      ->type_name("N");
+  return sub;
+}
+
+int run_check(const CheckCommand& command) {
+  Result<Manifest> manifest = load_manifest(command.manifest);
+  if (!manifest) {
+    print_error(manifest.error());
+    return kExitBadInput;
+  }
+  Result<Layout> layout = load_layout(command.layout);
+  if (!layout) {
+    print_error(layout.error());
+    return kExitBadInput;
+  }
+  std::vector<Violation> violations = check_layout(*layout, *manifest);
+  if (command.replan) {
+    for (Violation& v : compare_with_replan(*layout, *manifest)) {
+      v.what = "stale: " + v.what;
+      violations.push_back(std::move(v));
+    }
+  }
+  const std::string name = display_name(command.layout);
+  if (violations.empty()) {
+    fmt::print("{}: holds: {} params, {} buffer{}, {} buckets keep every promise{}\n", name,
+               param_count(*layout), layout->buffers.size(),
+               layout->buffers.size() == 1 ? "" : "s", bucket_count(*layout),
+               command.replan ? ", and a fresh plan gives the same layout" : "");
+    return kExitOk;
+  }
+  const std::size_t shown =
+      command.limit == 0 ? violations.size() : std::min(command.limit, violations.size());
+  for (std::size_t i = 0; i < shown; ++i) fmt::print("{}: {}\n", name, violations[i].message());
+  if (shown < violations.size()) {
+    fmt::print("{}: ... and {} more (--limit 0 shows all)\n", name, violations.size() - shown);
+  }
+  fmt::print("{}: broken: {} problem{}\n", name, violations.size(),
+             violations.size() == 1 ? "" : "s");
+  return kExitWrong;
+}
+
+}  // namespace paramlayout::cli

@@ -1,0 +1,112 @@
+// paramlayout diff: what changed between two layouts, for reviewers and CI gates.
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "inputs.hpp"
+#include "io.hpp"
+#include "paramlayout/diff.hpp"
+#include "summary.hpp"
+
+namespace paramlayout::cli {
+namespace {
+
+std::string place_text(const std::optional<Placement>& p) {
+  if (!p) return "-";
+  return fmt::format("{} [{}, {}) bucket {}", describe(p->key), group_digits(p->start),
+                     group_digits(p->end), p->bucket);
+}
+
+std::string owners_text(const std::optional<Placement>& p) {
+  if (!p) return "-";
+  if (!p->owners) return "all ranks";
+  if (p->owners->first == p->owners->last) return fmt::format("rank {}", p->owners->first);
+  return fmt::format("ranks {}-{}", p->owners->first, p->owners->last);
+}
+
+std::string figure_text(const std::optional<BufferFigures>& f, std::int64_t BufferFigures::*field) {
+  return f ? group_digits((*f).*field) : std::string("-");
+}
+
+void print_list(const LayoutDiff& d, std::string_view title, std::size_t limit,
+                bool (*keep)(const ParamChange&), bool show_owners) {
+  std::vector<const ParamChange*> rows;
+  for (const ParamChange& c : d.changes) {
+    if (keep(c)) rows.push_back(&c);
+  }
+  if (rows.empty()) return;
+  fmt::print("\n{} ({}):\n", title, rows.size());
+  std::size_t width = 4;
+  const std::size_t shown = limit == 0 ? rows.size() : std::min(limit, rows.size());
+  for (std::size_t i = 0; i < shown; ++i) width = std::max(width, rows[i]->name.size());
+  for (std::size_t i = 0; i < shown; ++i) {
+    const ParamChange& c = *rows[i];
+    if (show_owners) {
+      fmt::print("  {:<{}}  {} -> {}\n", c.name, width, owners_text(c.before), owners_text(c.after));
+    } else {
+      fmt::print("  {:<{}}  {} -> {}\n", c.name, width, place_text(c.before), place_text(c.after));
+    }
+  }
+  if (shown < rows.size()) fmt::print("  ... and {} more (--limit 0 shows all)\n", rows.size() - shown);
+}
+
+void print_text(const LayoutDiff& d, std::size_t limit) {
+  fmt::print("{}\n", d.verdict());
+  if (d.identical()) return;
+
+  auto change = [](const BufferChange& b, std::int64_t BufferFigures::*field) {
+    return fmt::format("{} -> {}", figure_text(b.before, field), figure_text(b.after, field));
+  };
+  constexpr const char* kRow = "  {:<32} {:>35} {:>23} {:>11}\n";
+  fmt::print("\n");
+  fmt::print(kRow, "buffer", "numel", "padding", "buckets");
+  for (const BufferChange& b : d.buffers) {
+    fmt::print(kRow, describe(b.key), change(b, &BufferFigures::numel),
+               change(b, &BufferFigures::padding), change(b, &BufferFigures::buckets));
+  }
+  fmt::print("\n  per rank    {:>12} {:>12}\n", "before", "after");
+  fmt::print("  params      {:>12} {:>12}\n", human_bytes(d.bytes_before.params),
+             human_bytes(d.bytes_after.params));
+  fmt::print("  grads       {:>12} {:>12}\n", human_bytes(d.bytes_before.grads),
+             human_bytes(d.bytes_after.grads));
+
+  print_list(d, "added", limit, [](const ParamChange& c) { return !c.before; }, false);
+  print_list(d, "removed", limit, [](const ParamChange& c) { return !c.after; }, false);
+  print_list(d, "resized", limit, [](const ParamChange& c) { return c.resized; }, false);
+  print_list(d, "moved", limit, [](const ParamChange& c) { return c.moved; }, false);
+  print_list(d, "owner changed", limit, [](const ParamChange& c) { return c.owner_changed; }, true);
+}
+
+}  // namespace
+
+CLI::App* setup_diff(CLI::App& app, DiffCommand& command) {
+  CLI::App* sub = app.add_subcommand("diff", "Show what changed between two layouts");
+  sub->add_option("OLD_LAYOUT", command.old_layout, "Layout before")->type_name("FILE")->required();
+  sub->add_option("NEW_LAYOUT", command.new_layout, "Layout after")->type_name("FILE")->required();
+  sub->add_flag("--json", command.json, "Print one JSON object instead of tables");
+  sub->add_option("--limit", command.limit, "Rows per list (0: all)")
+      ->type_name("N")
+      ->capture_default_str();
+  return sub;
+}
+
+int run_diff(const DiffCommand& command) {
+  Result<Layout> before = load_layout(command.old_layout);
+  if (!before) {
+    print_error(before.error());
+    return kExitBadInput;
+  }
+  Result<Layout> after = load_layout(command.new_layout);
+  if (!after) {
+    print_error(after.error());
+    return kExitBadInput;
+  }
+  const LayoutDiff d = diff_layouts(*before, *after);
+  if (command.json) {
+    fmt::print("{}", diff_to_json(d));
+  } else {
+    print_text(d, command.limit);
+  }
+  return d.identical() ? kExitOk : kExitWrong;
+}
+
+}  // namespace paramlayout::cli

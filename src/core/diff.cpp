@@ -1,0 +1,267 @@
+#include "paramlayout/diff.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "json_writer.hpp"
+#include "paramlayout/text.hpp"
+
+namespace paramlayout {
+namespace {
+
+/// A buffer's view of one slot: its placement and the owner of each element.
+struct Located {
+  const BufferLayout* buffer;
+  const ParamSlot* slot;
+};
+
+std::optional<RankRange> owners_of(const BufferLayout& b, const ParamSlot& p) {
+  if (b.strategy == Strategy::unpadded || !b.num_shards || p.bucket < 0 ||
+      p.bucket >= static_cast<std::int64_t>(b.buckets.size()) || p.end <= p.start) {
+    return std::nullopt;
+  }
+  const BucketRange& bucket = b.buckets[p.bucket];
+  if (bucket.size() % *b.num_shards != 0 || p.start < bucket.start || p.end > bucket.end) {
+    return std::nullopt;
+  }
+  return owner_ranks(bucket, *b.num_shards, p.start, p.end);
+}
+
+Placement placement(const Located& at) {
+  return {at.buffer->key, at.slot->start, at.slot->end, at.slot->bucket,
+          owners_of(*at.buffer, *at.slot)};
+}
+
+// Elements e in [0, numel) whose owning rank differs between the two placements: the owner
+// is a step function of e in each, so walk the union of their steps.
+std::int64_t elements_changing_owner(const Located& a, const Located& b) {
+  struct Steps {
+    std::int64_t base = 0;   // offset of element 0 from the bucket start
+    std::int64_t shard = 0;  // 0: replicated
+  };
+  auto steps = [](const Located& l) {
+    Steps s;
+    if (!owners_of(*l.buffer, *l.slot)) return s;
+    const BucketRange& bucket = l.buffer->buckets[l.slot->bucket];
+    s.base = l.slot->start - bucket.start;
+    s.shard = bucket.size() / *l.buffer->num_shards;
+    return s;
+  };
+  const Steps x = steps(a);
+  const Steps y = steps(b);
+  const std::int64_t numel = a.slot->numel();
+  auto owner = [](const Steps& s, std::int64_t e) { return s.shard ? (s.base + e) / s.shard : -1; };
+  auto next_step = [numel](const Steps& s, std::int64_t e) {
+    return s.shard ? ((s.base + e) / s.shard + 1) * s.shard - s.base : numel;
+  };
+  std::int64_t changed = 0;
+  for (std::int64_t e = 0; e < numel;) {
+    const std::int64_t until = std::min({numel, next_step(x, e), next_step(y, e)});
+    if (owner(x, e) != owner(y, e)) changed += until - e;
+    e = until;
+  }
+  return changed;
+}
+
+BufferFigures figures(const BufferLayout& b) {
+  return {static_cast<std::int64_t>(b.params.size()), static_cast<std::int64_t>(b.buckets.size()),
+          b.numel, b.numel - b.param_numel(), b.num_shards};
+}
+
+bool same_contract(const BufferLayout& a, const BufferLayout& b) {
+  return a.num_shards == b.num_shards && a.numel == b.numel &&
+         a.numel_unpadded == b.numel_unpadded && a.buckets == b.buckets && a.params == b.params;
+}
+
+RankBytes rank_bytes(const Layout& l) {
+  RankBytes r;
+  for (const BufferLayout& b : l.buffers) {
+    r.params += static_cast<double>(b.numel) * dtype_bytes(b.key.param_dtype);
+    r.grads += static_cast<double>(b.numel) * dtype_bytes(b.key.grad_dtype);
+  }
+  return r;
+}
+
+void write_placement(json::Writer& w, const std::optional<Placement>& p) {
+  if (!p) {
+    w.raw("null");
+    return;
+  }
+  w.raw("{\"buffer\": ").quoted(describe(p->key)).raw(", \"start\": ").integer(p->start)
+      .raw(", \"end\": ").integer(p->end).raw(", \"bucket\": ").integer(p->bucket)
+      .raw(", \"ranks\": ");
+  if (p->owners) {
+    w.raw("[").integer(p->owners->first).raw(", ").integer(p->owners->last).raw("]");
+  } else {
+    w.raw("\"all\"");
+  }
+  w.raw("}");
+}
+
+void write_figures(json::Writer& w, const std::optional<BufferFigures>& f) {
+  if (!f) {
+    w.raw("null");
+    return;
+  }
+  w.raw("{\"params\": ").integer(f->params).raw(", \"buckets\": ").integer(f->buckets)
+      .raw(", \"numel\": ").integer(f->numel).raw(", \"padding\": ").integer(f->padding)
+      .raw(", \"num_shards\": ").optional(f->num_shards).raw("}");
+}
+
+}  // namespace
+
+std::size_t LayoutDiff::count(bool ParamChange::*flag) const {
+  return static_cast<std::size_t>(
+      std::count_if(changes.begin(), changes.end(), [flag](const ParamChange& c) { return c.*flag; }));
+}
+
+std::size_t LayoutDiff::added() const {
+  return static_cast<std::size_t>(std::count_if(
+      changes.begin(), changes.end(), [](const ParamChange& c) { return !c.before; }));
+}
+
+std::size_t LayoutDiff::removed() const {
+  return static_cast<std::size_t>(std::count_if(
+      changes.begin(), changes.end(), [](const ParamChange& c) { return !c.after; }));
+}
+
+bool LayoutDiff::identical() const {
+  return changes.empty() &&
+         std::none_of(buffers.begin(), buffers.end(), [](const BufferChange& b) {
+           return b.contract_differs || !b.before || !b.after;
+         });
+}
+
+std::string LayoutDiff::verdict() const {
+  if (identical()) return "identical";
+  std::vector<std::string> parts;
+  auto part = [&](std::size_t n, std::string_view what) {
+    if (n > 0) parts.push_back(fmt::format("{} {}", n, what));
+  };
+  part(count(&ParamChange::moved), count(&ParamChange::moved) == 1 ? "param moved" : "params moved");
+  part(added(), "added");
+  part(removed(), "removed");
+  part(count(&ParamChange::resized), "resized");
+  part(count(&ParamChange::owner_changed), "changed owner");
+  const auto other = std::count_if(buffers.begin(), buffers.end(), [](const BufferChange& b) {
+    return b.contract_differs || !b.before || !b.after;
+  });
+  if (parts.empty()) {
+    parts.push_back(fmt::format("{} buffer{} differ{} in buckets or padding only", other,
+                                other == 1 ? "" : "s", other == 1 ? "s" : ""));
+  }
+  std::string out = fmt::format("{}", fmt::join(parts, ", "));
+  if (owner_changed_elements > 0) {
+    out += fmt::format("; {} elements of optimizer state change owner",
+                       group_digits(owner_changed_elements));
+  }
+  return out;
+}
+
+LayoutDiff diff_layouts(const Layout& before, const Layout& after) {
+  LayoutDiff d;
+  std::unordered_map<std::string_view, Located> old_slots;
+  for (const BufferLayout& b : before.buffers) {
+    for (const ParamSlot& p : b.params) old_slots.emplace(p.name, Located{&b, &p});
+  }
+  std::unordered_map<std::string_view, bool> in_new;
+  for (const BufferLayout& b : after.buffers) {
+    for (const ParamSlot& p : b.params) {
+      in_new.emplace(p.name, true);
+      const Located now{&b, &p};
+      auto it = old_slots.find(p.name);
+      if (it == old_slots.end()) {
+        d.changes.push_back({p.name, std::nullopt, placement(now)});
+        continue;
+      }
+      const Located& was = it->second;
+      ParamChange c{p.name, placement(was), placement(now)};
+      c.resized = was.slot->numel() != p.numel();
+      c.moved = !c.resized && (was.buffer->key != b.key || was.slot->start != p.start);
+      c.owner_changed = c.before->owners != c.after->owners;
+      if (!c.resized) d.owner_changed_elements += elements_changing_owner(was, now);
+      if (c.resized || c.moved || c.owner_changed) d.changes.push_back(c);
+    }
+  }
+  for (const BufferLayout& b : before.buffers) {
+    for (const ParamSlot& p : b.params) {
+      if (!in_new.count(p.name)) d.changes.push_back({p.name, placement({&b, &p}), std::nullopt});
+    }
+  }
+
+  for (const BufferLayout& b : after.buffers) {
+    BufferChange& c = d.buffers.emplace_back();
+    c.key = b.key;
+    c.after = figures(b);
+    auto old = std::find_if(before.buffers.begin(), before.buffers.end(),
+                            [&](const BufferLayout& o) { return o.key == b.key; });
+    if (old != before.buffers.end()) {
+      c.before = figures(*old);
+      c.contract_differs = !same_contract(*old, b);
+    }
+  }
+  for (const BufferLayout& b : before.buffers) {
+    if (std::none_of(after.buffers.begin(), after.buffers.end(),
+                     [&](const BufferLayout& n) { return n.key == b.key; })) {
+      d.buffers.push_back({b.key, figures(b), std::nullopt, true});
+    }
+  }
+  d.bytes_before = rank_bytes(before);
+  d.bytes_after = rank_bytes(after);
+  return d;
+}
+
+std::string diff_to_json(const LayoutDiff& d) {
+  std::string text;
+  json::Writer w(text);
+  w.raw("{\n  \"identical\": ").boolean(d.identical())
+      .raw(",\n  \"verdict\": ").quoted(d.verdict());
+  auto names = [&](std::string_view key, auto&& keep) {
+    w.raw(",\n  \"").raw(key).raw("\": [");
+    const char* sep = "";
+    for (const ParamChange& c : d.changes) {
+      if (!keep(c)) continue;
+      w.raw(sep).quoted(c.name);
+      sep = ", ";
+    }
+    w.raw("]");
+  };
+  names("added", [](const ParamChange& c) { return !c.before; });
+  names("removed", [](const ParamChange& c) { return !c.after; });
+  names("resized", [](const ParamChange& c) { return c.resized; });
+  names("moved", [](const ParamChange& c) { return c.moved; });
+  names("owner_changed", [](const ParamChange& c) { return c.owner_changed; });
+  w.raw(",\n  \"owner_changed_elements\": ").integer(d.owner_changed_elements);
+  w.raw(",\n  \"bytes_per_rank\": {\"before\": {\"params\": ")
+      .integer(static_cast<std::int64_t>(d.bytes_before.params))
+      .raw(", \"grads\": ").integer(static_cast<std::int64_t>(d.bytes_before.grads))
+      .raw("}, \"after\": {\"params\": ").integer(static_cast<std::int64_t>(d.bytes_after.params))
+      .raw(", \"grads\": ").integer(static_cast<std::int64_t>(d.bytes_after.grads)).raw("}}");
+  w.raw(",\n  \"buffers\": [");
+  const char* sep = "\n    ";
+  for (const BufferChange& b : d.buffers) {
+    w.raw(sep).raw("{\"key\": ").quoted(describe(b.key)).raw(", \"before\": ");
+    write_figures(w, b.before);
+    w.raw(", \"after\": ");
+    write_figures(w, b.after);
+    w.raw(", \"differs\": ").boolean(b.contract_differs).raw("}");
+    sep = ",\n    ";
+  }
+  w.raw(d.buffers.empty() ? "]" : "\n  ]");
+  w.raw(",\n  \"changes\": [");
+  sep = "\n    ";
+  for (const ParamChange& c : d.changes) {
+    w.raw(sep).raw("{\"name\": ").quoted(c.name).raw(", \"before\": ");
+    write_placement(w, c.before);
+    w.raw(", \"after\": ");
+    write_placement(w, c.after);
+    w.raw("}");
+    sep = ",\n    ";
+  }
+  w.raw(d.changes.empty() ? "]\n}\n" : "\n  ]\n}\n");
+  return text;
+}
+
+}  // namespace paramlayout
