@@ -37,6 +37,17 @@ for strategy in sequential-dp layerwise; do
 done
 
 echo
+echo "### check and diff on the DeepSeek-V3 layouts (30k params)"
+for dp in 8 64 512; do
+  /usr/bin/time -f "  check --replan, layerwise dp $dp: %e s, peak RSS %M KB" \
+    "$bin" check "$data/layerwise-dp$dp.json" --manifest "$deepseek" --replan >/dev/null
+done
+/usr/bin/time -f "  diff layerwise dp 64 vs dp 512: %e s, peak RSS %M KB" \
+  "$bin" diff "$data/layerwise-dp64.json" "$data/layerwise-dp512.json" >/dev/null || true
+/usr/bin/time -f "  diff --json sequential-dp vs layerwise dp 8: %e s, peak RSS %M KB" \
+  "$bin" diff --json "$data/sequential-dp-dp8.json" "$data/layerwise-dp8.json" >/dev/null || true
+
+echo
 echo "### synthetic 1M params at dp 4096: $(du -h "$data/synthetic-1m.json" | cut -f1) manifest"
 for strategy in sequential-dp layerwise; do
   for target in file stdout; do

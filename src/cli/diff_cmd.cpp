@@ -56,7 +56,7 @@ void print_text(const LayoutDiff& d, std::size_t limit) {
   auto change = [](const BufferChange& b, std::int64_t BufferFigures::*field) {
     return fmt::format("{} -> {}", figure_text(b.before, field), figure_text(b.after, field));
   };
-  constexpr const char* kRow = "  {:<32} {:>35} {:>23} {:>11}\n";
+  constexpr const char* kRow = "  {:<30} {:>34} {:>34} {:>10}\n";
   fmt::print("\n");
   fmt::print(kRow, "buffer", "numel", "padding", "buckets");
   for (const BufferChange& b : d.buffers) {
