@@ -9,4 +9,5 @@ shift || true
 paramlayout_install
 paramlayout_configure "$dir" --werror "$@"
 meson compile -C "$dir"
-meson test -C "$dir" --print-errorlogs
+# The `slow` suite (verify-large: 120 G elements on the CPU) runs with `meson test --suite slow`.
+meson test -C "$dir" --print-errorlogs --no-suite slow

@@ -39,6 +39,19 @@ struct CheckCommand {
 CLI::App* setup_check(CLI::App& app, CheckCommand& command);
 int run_check(const CheckCommand& command);
 
+struct VerifyCommand {
+  std::string layout;
+  std::string manifest;
+  std::string backend = "auto";
+  int gpus = 0;
+  std::string report;
+  double timeout = 300;
+  std::int64_t chunk_elements = 0;
+  bool quiet = false;
+};
+CLI::App* setup_verify(CLI::App& app, VerifyCommand& command);
+int run_verify(const VerifyCommand& command);
+
 struct DiffCommand {
   std::string old_layout;
   std::string new_layout;

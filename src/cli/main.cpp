@@ -18,9 +18,11 @@ int main(int argc, char** argv) {
 
   PlanCommand plan;
   CheckCommand check;
+  VerifyCommand verify;
   DiffCommand diff;
   CLI::App* plan_app = setup_plan(app, plan);
   CLI::App* check_app = setup_check(app, check);
+  CLI::App* verify_app = setup_verify(app, verify);
   CLI::App* diff_app = setup_diff(app, diff);
 
   try {
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   }
   if (plan_app->parsed()) return run_plan(plan);
   if (check_app->parsed()) return run_check(check);
+  if (verify_app->parsed()) return run_verify(verify);
   if (diff_app->parsed()) return run_diff(diff);
   return kExitBadInput;
 }

@@ -213,6 +213,97 @@ class Diff(unittest.TestCase):
         self.assertIn("not a layout", result.stderr)
 
 
+def no_gpu_reason():
+    """Why the nccl backend cannot run here, or None when it can."""
+    with tempfile.TemporaryDirectory() as tmp:
+        m = ROOT / "testdata/reference/manifests/random-1001.json"
+        result = run("verify", planned(tmp, m, "--dp", "2"), "--manifest", m, "--backend", "nccl",
+                     "-q")
+        return result.stderr.strip() if result.returncode == 2 else None
+
+
+class Verify(unittest.TestCase):
+    MANIFEST = ROOT / "testdata/reference/manifests/random-1001.json"
+
+    def layout(self, tmp, *args):
+        return planned(tmp, self.MANIFEST, *(args or ("--dp", "8", "--strategy", "layerwise")))
+
+    def test_verified_on_cpu_with_a_table(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run("verify", self.layout(tmp), "--manifest", self.MANIFEST, "--backend", "cpu")
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+            self.assertIn("data pass on cpu, 2 simulated devices", result.stdout)
+            header = next(line for line in result.stdout.splitlines() if "#wrong" in line)
+            for column in ("buffer", "bucket", "ranks", "elements", "time ms", "algbw GB/s",
+                           "busbw GB/s"):
+                self.assertIn(column, header)
+            self.assertRegex(result.stdout.splitlines()[-1], r": verified: \d+ buckets")
+
+    def test_report_json(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            report = Path(tmp, "report.json")
+            layout = self.layout(tmp)
+            result = run("verify", layout, "--manifest", self.MANIFEST, "--backend", "cpu",
+                         "--gpus", "4", "--chunk-elements", "1000", "--report", report, "-q")
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+            j = json.loads(report.read_text())
+            self.assertTrue(j["ok"])
+            self.assertEqual((j["mismatches"], j["violations"]), (0, []))
+            numel = sum(b["numel"] for b in json.loads(layout.read_text())["buffers"])
+            self.assertEqual(sum(b["elements"] for b in j["buckets"]), numel)
+            self.assertTrue(any(b["chunks"] > 1 for b in j["buckets"]))
+
+    def test_broken_layout_exits_1_before_the_data_pass(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            layout = self.layout(tmp, "--dp", "8")
+            data = json.loads(layout.read_text())
+            param = data["buffers"][0]["params"][2]
+            param["start"] += 1
+            param["end"] += 1
+            layout.write_text(json.dumps(data))
+            report = Path(tmp, "report.json")
+            result = run("verify", layout, "--manifest", self.MANIFEST, "--backend", "cpu",
+                         "--report", report)
+            self.assertEqual(result.returncode, 1)
+            self.assertIn(f'param "{param["name"]}": starts at', result.stdout)
+            self.assertIn("no data pass", result.stdout)
+            self.assertFalse(json.loads(report.read_text())["ok"])
+
+    def test_backend_choice_without_and_with_a_gpu(self):
+        reason = no_gpu_reason()
+        with tempfile.TemporaryDirectory() as tmp:
+            layout = self.layout(tmp)
+            auto = run("verify", layout, "--manifest", self.MANIFEST)
+            self.assertEqual(auto.returncode, 0, auto.stdout + auto.stderr)
+            if reason is None:
+                self.assertIn("data pass on nccl", auto.stdout)
+                return
+            self.assertIn("no CUDA device was found", reason)
+            self.assertIn("using the cpu backend", auto.stderr)
+            self.assertIn("data pass on cpu", auto.stdout)
+
+    def test_bad_input_exits_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            layout = self.layout(tmp)
+            report = Path(tmp, "report.json")
+            for args, message in [
+                (["--timeout", "0"], "--timeout"),
+                (["--gpus", "0"], "--gpus"),
+                (["--backend", "tpu"], "--backend"),
+                (["--chunk-elements", "-5"], "--chunk-elements"),
+            ]:
+                with self.subTest(args):
+                    result = run("verify", layout, "--manifest", self.MANIFEST, *args)
+                    self.assertEqual(result.returncode, 2)
+                    self.assertIn(message, result.stderr)
+            result = run("verify", layout, "--manifest", Path(tmp, "missing.json"), "--report",
+                         report)
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("missing.json: cannot open", result.stderr)
+            self.assertFalse(report.exists(), "no report for unreadable input")
+            self.assertEqual(run("verify", self.MANIFEST, "--manifest", self.MANIFEST).returncode, 2)
+
+
 class Reference(unittest.TestCase):
     """The binary end to end on Megatron-LM's reference cases (the unit suite covers all)."""
 
@@ -247,4 +338,5 @@ if __name__ == "__main__":
     BINARY = os.path.abspath(sys.argv[1])
     ROOT = Path(sys.argv[2]).resolve()
     Plan.MANIFEST = Check.MANIFEST = ROOT / "testdata/manifests/llama3-8b.json"
+    Verify.MANIFEST = ROOT / "testdata/reference/manifests/random-1001.json"
     unittest.main(argv=[sys.argv[0], "-v"])

@@ -3,56 +3,17 @@
 #include <doctest/doctest.h>
 
 #include <functional>
-#include <nlohmann/json.hpp>
 
 #include "paramlayout/check.hpp"
 #include "paramlayout/plan.hpp"
+#include "reference_cases.hpp"
 #include "test_support.hpp"
 
 using namespace paramlayout;
-using nlohmann::json;
-using paramlayout::test::expect_ok;
-using paramlayout::test::read_text;
-using paramlayout::test::source_path;
+using Case = paramlayout::test::ReferenceCase;
+using paramlayout::test::reference_cases;
 
 namespace {
-
-struct Case {
-  std::string id;
-  Manifest manifest;
-  Layout layout;
-};
-
-PlanOptions options_of(const json& o) {
-  PlanOptions options;
-  options.strategy = *parse_strategy(o.at("strategy").get<std::string>());
-  options.dp = o.at("dp").get<std::int64_t>();
-  options.expert_dp = o.value("expert_dp", options.dp);
-  const json& bucket = o.at("bucket_size");
-  if (bucket.is_string()) {
-    options.bucket_size = default_bucket_size(options.dp);
-  } else if (!bucket.is_null()) {
-    options.bucket_size = bucket.get<std::int64_t>();
-  }
-  options.grad_reduce_in_fp32 = o.at("grad_reduce_in_fp32").get<bool>();
-  options.pad_for_high_nccl_busbw = o.at("pad_for_high_nccl_busbw").get<bool>();
-  return options;
-}
-
-const std::vector<Case>& reference_cases() {
-  static const std::vector<Case> cases = [] {
-    std::vector<Case> out;
-    const std::string root = source_path("testdata/reference/");
-    for (const json& c : json::parse(read_text(root + "cases.json"))) {
-      const std::string path = root + c.at("manifest").get<std::string>();
-      Manifest m = expect_ok(parse_manifest(read_text(path), path));
-      Layout l = expect_ok(plan(m, options_of(c.at("options"))));
-      out.push_back({c.at("id").get<std::string>(), std::move(m), std::move(l)});
-    }
-    return out;
-  }();
-  return cases;
-}
 
 bool mentions(const std::vector<Violation>& violations, std::string_view where,
               std::string_view what) {

@@ -6,6 +6,7 @@
 
 #include "paramlayout/layout_json.hpp"
 #include "paramlayout/plan.hpp"
+#include "reference_cases.hpp"
 #include "test_support.hpp"
 
 using namespace paramlayout;
@@ -15,23 +16,6 @@ using paramlayout::test::read_text;
 using paramlayout::test::source_path;
 
 namespace {
-
-PlanOptions options_of(const json& o) {
-  PlanOptions options;
-  options.strategy = *parse_strategy(o.at("strategy").get<std::string>());
-  options.dp = o.at("dp").get<std::int64_t>();
-  options.expert_dp = o.value("expert_dp", options.dp);
-  const json& bucket = o.at("bucket_size");
-  if (bucket.is_string()) {
-    REQUIRE(bucket == "default");
-    options.bucket_size = default_bucket_size(options.dp);
-  } else if (!bucket.is_null()) {
-    options.bucket_size = bucket.get<std::int64_t>();
-  }
-  options.grad_reduce_in_fp32 = o.at("grad_reduce_in_fp32").get<bool>();
-  options.pad_for_high_nccl_busbw = o.at("pad_for_high_nccl_busbw").get<bool>();
-  return options;
-}
 
 // The first place two contract values differ, as a JSON pointer, or "".
 std::string first_difference(const json& got, const json& want, const std::string& at = "") {
@@ -68,7 +52,7 @@ TEST_SUITE("reference") {
       CAPTURE(id);
       const std::string manifest_path = root + c.at("manifest").get<std::string>();
       const Manifest m = expect_ok(parse_manifest(read_text(manifest_path), manifest_path));
-      const Layout layout = expect_ok(plan(m, options_of(c.at("options"))));
+      const Layout layout = expect_ok(plan(m, paramlayout::test::reference_options(c.at("options"))));
       const json got = json::parse(write_layout_json(layout));
       const json want = json::parse(read_text(root + "expected/" + id + ".json"));
 

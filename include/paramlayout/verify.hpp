@@ -1,0 +1,93 @@
+// verify: the static pass of check, then a data pass that fills real gradient and parameter
+// buffers, runs the reduce-scatter and all-gather DDP would run, and checks every element.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "paramlayout/check.hpp"
+#include "paramlayout/error.hpp"
+#include "paramlayout/layout.hpp"
+#include "paramlayout/manifest.hpp"
+
+namespace paramlayout {
+
+/// Which machine runs the data pass.
+enum class BackendChoice : std::uint8_t {
+  automatic,  ///< nccl when a GPU is visible, else cpu
+  cpu,        ///< host memory, every rank in this process
+  nccl,       ///< CUDA buffers and NCCL collectives
+};
+
+struct VerifyOptions {
+  BackendChoice backend = BackendChoice::automatic;
+  int gpus = 0;                 ///< GPUs (nccl) or simulated devices (cpu) to use; 0: default
+  double timeout_seconds = 300;  ///< a collective that takes longer is aborted
+  /// Largest number of elements each device block moves per collective; 0: the backend's
+  /// memory budget decides. A bucket larger than that is verified in chunks.
+  std::int64_t max_block_elements = 0;
+  /// Called after each bucket with (buckets done, buckets in all).
+  std::function<void(std::size_t, std::size_t)> progress;
+};
+
+/// One bucket's data pass.
+struct BucketReport {
+  std::size_t buffer = 0;
+  std::int64_t bucket = 0;
+  std::int64_t ranks = 0;
+  std::int64_t devices = 0;  ///< devices the ranks were spread over (the collectives' size)
+  std::int64_t elements = 0;
+  std::int64_t chunks = 0;
+  std::int64_t grad_mismatches = 0;
+  std::int64_t param_mismatches = 0;
+  double reduce_scatter_seconds = 0;
+  double all_gather_seconds = 0;
+  double reduce_scatter_bytes = 0;  ///< nccl-tests' "size": the whole bucket, per collective
+  double all_gather_bytes = 0;
+
+  double seconds() const { return reduce_scatter_seconds + all_gather_seconds; }
+  /// nccl-tests' algorithm bandwidth, bytes per second, over both collectives.
+  double algbw() const;
+  /// nccl-tests' bus bandwidth for reduce-scatter and all-gather: algbw * (n - 1) / n.
+  double busbw() const;
+  /// Layerwise buckets: params that did not arrive whole at the rank owning them.
+  std::vector<std::string> incomplete_params;
+};
+
+/// A wrong element, as the user needs to find it.
+struct ElementMismatch {
+  std::size_t buffer = 0;
+  std::int64_t bucket = 0;
+  std::string round;  ///< "grads (reduce-scatter)" or "params (all-gather)"
+  std::int64_t rank = 0;
+  std::string param;  ///< empty for padding
+  std::int64_t element = 0;  ///< within the param
+  std::int64_t offset = 0;   ///< within the buffer
+  std::string expected;
+  std::string received;
+};
+
+struct VerifyReport {
+  std::string backend;  ///< what ran the data pass
+  std::vector<std::string> notes;
+  std::int64_t devices = 0;
+  std::vector<Violation> violations;  ///< the static pass; the data pass runs only without
+  std::vector<BucketReport> buckets;
+  std::int64_t mismatches = 0;
+  std::vector<ElementMismatch> first_mismatches;  ///< the first 10
+  double seconds = 0;
+
+  bool ok() const { return violations.empty() && mismatches == 0; }
+};
+
+/// Runs the static pass, then (when it holds) the data pass. Errors are for bad options, no
+/// usable device, CUDA or NCCL failures and timeouts, not for a wrong layout.
+Result<VerifyReport> verify_layout(const Layout& layout, const Manifest& manifest,
+                                   const VerifyOptions& options);
+
+/// The report as one JSON object (`--report FILE`).
+std::string verify_report_json(const VerifyReport& report, const Layout& layout);
+
+}  // namespace paramlayout

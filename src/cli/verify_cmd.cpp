@@ -1,0 +1,154 @@
+// paramlayout verify: the static pass, then every bucket through the real collectives.
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "flags.hpp"
+#include "inputs.hpp"
+#include "io.hpp"
+#include "paramlayout/text.hpp"
+#include "paramlayout/verify.hpp"
+
+namespace paramlayout::cli {
+namespace {
+
+BackendChoice backend_of(const std::string& name) {
+  if (name == "cpu") return BackendChoice::cpu;
+  if (name == "nccl") return BackendChoice::nccl;
+  return BackendChoice::automatic;
+}
+
+void print_report(const VerifyReport& r, const Layout& layout, const std::string& name) {
+  constexpr const char* kRow = "  {:<32} {:>6} {:>6} {:>17} {:>8} {:>10} {:>11} {:>11}\n";
+  fmt::print(kRow, "buffer", "bucket", "ranks", "elements", "#wrong", "time ms", "algbw GB/s",
+             "busbw GB/s");
+  double bytes = 0;
+  double seconds = 0;
+  std::int64_t elements = 0;
+  for (const BucketReport& b : r.buckets) {
+    fmt::print(kRow, describe(layout.buffers[b.buffer].key), b.bucket, b.ranks,
+               group_digits(b.elements), b.grad_mismatches + b.param_mismatches,
+               fmt::format("{:.2f}", b.seconds() * 1e3), fmt::format("{:.2f}", b.algbw() / 1e9),
+               fmt::format("{:.2f}", b.busbw() / 1e9));
+    bytes += b.reduce_scatter_bytes + b.all_gather_bytes;
+    seconds += b.seconds();
+    elements += b.elements;
+  }
+  for (const BucketReport& b : r.buckets) {
+    for (const std::string& p : b.incomplete_params) {
+      fmt::print("{}: buffer {}, bucket {}: param {} did not arrive whole\n", name, b.buffer,
+                 b.bucket, p);
+    }
+  }
+  for (const ElementMismatch& m : r.first_mismatches) {
+    fmt::print("{}: buffer {} ({}), bucket {}, rank {}, {}: {} at offset {}: expected {}, "
+               "received {}\n",
+               name, m.buffer, describe(layout.buffers[m.buffer].key), m.bucket, m.rank, m.round,
+               m.param.empty() ? std::string("padding")
+                               : fmt::format("param \"{}\" element {}", m.param, m.element),
+               m.offset, m.expected, m.received);
+  }
+  if (r.ok()) {
+    fmt::print("{}: verified: {} buckets, {} elements, every element where it belongs "
+               "({} moved in {:.3f} s of collectives, {:.1f} s in all)\n",
+               name, r.buckets.size(), group_digits(elements), human_bytes(bytes), seconds,
+               r.seconds);
+  } else {
+    fmt::print("{}: wrong: {} element{} differ{}{}\n", name, r.mismatches,
+               r.mismatches == 1 ? "" : "s", r.mismatches == 1 ? "s" : "",
+               r.first_mismatches.size() < static_cast<std::size_t>(r.mismatches)
+                   ? " (the first 10 above)"
+                   : "");
+  }
+}
+
+}  // namespace
+
+CLI::App* setup_verify(CLI::App& app, VerifyCommand& command) {
+  CLI::App* sub = app.add_subcommand(
+      "verify", "Check a layout, then move real buffers with reduce-scatter and all-gather");
+  sub->add_option("LAYOUT", command.layout, "Layout v1 JSON file")->type_name("FILE")->required();
+  sub->add_option("--manifest", command.manifest, "The manifest it was planned from")
+      ->type_name("FILE")
+      ->required();
+  sub->add_option("--backend", command.backend,
+                  "auto (nccl when a GPU is visible, else cpu), cpu or nccl")
+      ->type_name("NAME")
+      ->check(one_of({"auto", "cpu", "nccl"}))
+      ->capture_default_str();
+  sub->add_option("--gpus", command.gpus,
+                  "GPUs to use (nccl; default all visible) or devices to simulate (cpu; "
+                  "default 2)")
+      ->type_name("N")
+      ->check(integer_in(1, 4096));
+  sub->add_option("--report", command.report, "Also write the report as JSON (atomically)")
+      ->type_name("FILE");
+  sub->add_option("--timeout", command.timeout,
+                  "Abandon a collective after this many seconds (aborting NCCL)")
+      ->type_name("SECONDS")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--chunk-elements", command.chunk_elements,
+                  "Elements per device block per collective (default: the backend's memory "
+                  "budget)")
+      ->type_name("N")
+      ->check(integer_in(1, std::int64_t{1} << 40));
+  sub->add_flag("-q,--quiet", command.quiet, "Only the verdict line");
+  return sub;
+}
+
+int run_verify(const VerifyCommand& command) {
+  Result<Manifest> manifest = load_manifest(command.manifest);
+  if (!manifest) {
+    print_error(manifest.error());
+    return kExitBadInput;
+  }
+  Result<Layout> layout = load_layout(command.layout);
+  if (!layout) {
+    print_error(layout.error());
+    return kExitBadInput;
+  }
+  const std::string name = display_name(command.layout);
+
+  VerifyOptions options;
+  options.backend = backend_of(command.backend);
+  options.gpus = command.gpus;
+  options.timeout_seconds = command.timeout;
+  options.max_block_elements = command.chunk_elements;
+  const bool progress = is_terminal(stderr) && !command.quiet;
+  if (progress) {
+    options.progress = [](std::size_t done, std::size_t total) {
+      fmt::print(stderr, "\rverifying bucket {}/{}", done, total);
+      if (done == total) fmt::print(stderr, "\r\033[K");
+      std::fflush(stderr);
+    };
+  }
+  Result<VerifyReport> report = verify_layout(*layout, *manifest, options);
+  if (!report) {
+    print_error(report.error());
+    return kExitBadInput;
+  }
+  for (const std::string& note : report->notes) fmt::print(stderr, "paramlayout: note: {}\n", note);
+  if (!command.report.empty()) {
+    if (Result<void> written =
+            write_file_atomically(command.report, verify_report_json(*report, *layout));
+        !written) {
+      print_error(written.error());
+      return kExitBadInput;
+    }
+  }
+  if (!report->violations.empty()) {
+    for (const Violation& v : report->violations) fmt::print("{}: {}\n", name, v.message());
+    fmt::print("{}: broken: {} problem{}; no data pass\n", name, report->violations.size(),
+               report->violations.size() == 1 ? "" : "s");
+    return kExitWrong;
+  }
+  if (!command.quiet) fmt::print("{}: data pass on {}\n", name, report->backend);
+  if (command.quiet) {
+    fmt::print("{}: {}\n", name, report->ok() ? "verified" : "wrong");
+  } else {
+    print_report(*report, *layout, name);
+  }
+  return report->ok() ? kExitOk : kExitWrong;
+}
+
+}  // namespace paramlayout::cli

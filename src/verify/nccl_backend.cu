@@ -1,0 +1,445 @@
+// The nccl backend: real CUDA buffers on every visible GPU, NCCL collectives among them,
+// fill and check as kernels. Only mismatch counts and the first few mismatches come back to
+// the host. One process drives all GPUs (ncclCommInitAll); a device stands for dp / G
+// consecutive ranks, so its send buffer holds the sum of their contributions.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend.hpp"
+
+namespace paramlayout::verify {
+namespace {
+
+constexpr std::int64_t kTile = 8192;   // elements per thread block and segment tile
+constexpr int kThreads = 256;
+
+/// What a check kernel reports back.
+struct DeviceResult {
+  unsigned long long mismatches;
+  unsigned int kept;
+  Mismatch first[kKeptMismatches];
+};
+
+/// The first CUDA or NCCL failure, with what was being done; later calls are skipped.
+class Status {
+ public:
+  bool ok() const { return message_.empty(); }
+  Status& cuda(cudaError_t e, const char* what) {
+    if (ok() && e != cudaSuccess) message_ = std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e);
+    return *this;
+  }
+  Status& nccl(ncclResult_t e, const char* what) {
+    if (ok() && e != ncclSuccess) message_ = std::string("NCCL error in ") + what + ": " + ncclGetErrorString(e);
+    return *this;
+  }
+  Status& fail(std::string message) {
+    if (ok()) message_ = std::move(message);
+    return *this;
+  }
+  Error error() const { return Error{message_}; }
+
+ private:
+  std::string message_;
+};
+
+// Which segment tile `b` falls in: tile_start is the prefix sum of each segment's tiles.
+__device__ int segment_of_tile(const std::int64_t* tile_start, int segments, std::int64_t b) {
+  int lo = 0;
+  int hi = segments - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (tile_start[mid] <= b) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+template <class T>
+__global__ void fill_kernel(const Segment* segments, const std::int64_t* tile_start, int count,
+                            std::int64_t tiles, bool params, Encoding encoding, std::int64_t dp,
+                            std::int64_t rank_begin, std::int64_t rank_end, T* out) {
+  for (std::int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
+    const int s = segment_of_tile(tile_start, count, b);
+    const Segment seg = segments[s];
+    const ValueRule rule = value_rule(params, encoding, seg.param, dp, rank_begin, rank_end);
+    const std::int64_t first = (b - tile_start[s]) * kTile;
+    const std::int64_t last = min(first + kTile, seg.length);
+    for (std::int64_t k = first + threadIdx.x; k < last; k += blockDim.x) {
+      out[seg.begin + k] = static_cast<T>(rule.bits(seg.element + k));
+    }
+  }
+}
+
+template <class T>
+__global__ void check_kernel(const Segment* segments, const std::int64_t* tile_start, int count,
+                             std::int64_t tiles, bool params, Encoding encoding, std::int64_t dp,
+                             std::int64_t device, const T* in, DeviceResult* result) {
+  for (std::int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
+    const int s = segment_of_tile(tile_start, count, b);
+    const Segment seg = segments[s];
+    const ValueRule rule = value_rule(params, encoding, seg.param, dp, 0, dp);
+    const std::int64_t first = (b - tile_start[s]) * kTile;
+    const std::int64_t last = min(first + kTile, seg.length);
+    for (std::int64_t k = first + threadIdx.x; k < last; k += blockDim.x) {
+      const std::uint32_t want = rule.bits(seg.element + k);
+      const std::uint32_t got = in[seg.begin + k];
+      if (want == got) continue;
+      atomicAdd(&result->mismatches, 1ULL);
+      const unsigned int slot = atomicAdd(&result->kept, 1u);
+      if (slot < kKeptMismatches) {
+        result->first[slot] = Mismatch{device, seg.begin + k, seg.param, seg.element + k, want, got};
+      }
+    }
+  }
+}
+
+ncclDataType_t nccl_type(Encoding e) {
+  switch (e) {
+    case Encoding::float32: return ncclFloat32;
+    case Encoding::bfloat16: return ncclBfloat16;
+    case Encoding::float16: return ncclFloat16;
+    case Encoding::uint8: return ncclUint8;
+  }
+  return ncclUint8;
+}
+
+class NcclBackend final : public Backend {
+ public:
+  NcclBackend(std::vector<int> ids, double timeout) : timeout_(timeout) {
+    for (int id : ids) devices_.push_back(Device{id});
+  }
+
+  ~NcclBackend() override {
+    for (auto& [size, comms] : comms_) {
+      for (ncclComm_t c : comms) ncclCommDestroy(c);
+    }
+    for (Device& d : devices_) {
+      cudaSetDevice(d.id);
+      cudaFree(d.send);
+      cudaFree(d.recv);
+      cudaFree(d.segments);
+      cudaFree(d.tile_start);
+      cudaFree(d.result);
+      if (d.stream) cudaStreamDestroy(d.stream);
+      if (d.start) cudaEventDestroy(d.start);
+      if (d.stop) cudaEventDestroy(d.stop);
+    }
+  }
+
+  Status init() {
+    Status st;
+    for (Device& d : devices_) {
+      st.cuda(cudaSetDevice(d.id), "cudaSetDevice")
+          .cuda(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking), "cudaStreamCreate")
+          .cuda(cudaEventCreate(&d.start), "cudaEventCreate")
+          .cuda(cudaEventCreate(&d.stop), "cudaEventCreate")
+          .cuda(cudaMalloc(&d.result, sizeof(DeviceResult)), "cudaMalloc");
+      if (!st.ok()) return st;
+      cudaDeviceProp prop{};
+      st.cuda(cudaGetDeviceProperties(&prop, d.id), "cudaGetDeviceProperties");
+      name_ = prop.name;
+      std::size_t free = 0;
+      std::size_t total = 0;
+      st.cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+      min_free_ = min_free_ == 0 ? free : std::min(min_free_, free);
+    }
+    return st;
+  }
+
+  std::string describe() const override {
+    return "nccl, " + std::to_string(devices_.size()) + " x " + name_;
+  }
+  std::int64_t devices() const override { return static_cast<std::int64_t>(devices_.size()); }
+
+  std::int64_t preferred_block_elements() const override {
+    // Send and receive buffers of devices * block 4-byte elements in at most a quarter of
+    // the free memory, and at most 8 GiB.
+    const double budget = std::min(static_cast<double>(min_free_) / 4, 8.0 * (1ull << 30));
+    const double block = budget / (2.0 * 4.0 * static_cast<double>(devices_.size()));
+    return std::max<std::int64_t>(1 << 20, static_cast<std::int64_t>(block) / kTile * kTile);
+  }
+
+  Result<void> reserve(std::int64_t length) override {
+    Status st;
+    const std::size_t bytes = static_cast<std::size_t>(length) * devices_.size() * 4;
+    for (Device& d : devices_) {
+      st.cuda(cudaSetDevice(d.id), "cudaSetDevice");
+      if (d.capacity >= bytes) continue;
+      cudaFree(d.send);
+      cudaFree(d.recv);
+      d.send = d.recv = nullptr;
+      st.cuda(cudaMalloc(&d.send, bytes), "cudaMalloc (send buffer)")
+          .cuda(cudaMalloc(&d.recv, bytes), "cudaMalloc (receive buffer)");
+      d.capacity = bytes;
+    }
+    if (!st.ok()) return st.error();
+    return {};
+  }
+
+  Result<void> fill(const Round& round) override {
+    Status st;
+    const bool grads = round.kind == RoundKind::grads;
+    const std::int64_t per_device = round.ranks_per_device();
+    const std::size_t received = static_cast<std::size_t>(
+        (grads ? round.length : round.devices * round.length) * encoding_bytes(round.encoding));
+    for (std::int64_t g = 0; g < round.devices; ++g) {
+      Device& d = devices_[g];
+      const std::vector<Segment>& sent = grads ? round.all_blocks : round.own_block[g];
+      st.cuda(cudaSetDevice(d.id), "cudaSetDevice");
+      upload(st, d, sent);
+      st.cuda(cudaMemsetAsync(d.recv, 0xFF, received, d.stream), "cudaMemsetAsync (poison)");
+      if (!st.ok()) return st.error();
+      launch_fill(d, sent, !grads, round, g * per_device, (g + 1) * per_device);
+      st.cuda(cudaGetLastError(), "the fill kernel");
+    }
+    st = synchronize(st, round);
+    if (!st.ok()) return st.error();
+    return {};
+  }
+
+  Result<double> collective(const Round& round) override {
+    Status st;
+    std::vector<ncclComm_t>* comms = communicators(st, round.devices);
+    if (!st.ok()) return st.error();
+    const bool grads = round.kind == RoundKind::grads;
+    const std::size_t bytes = static_cast<std::size_t>(round.length * encoding_bytes(round.encoding));
+    st.nccl(ncclGroupStart(), "ncclGroupStart");
+    for (std::int64_t g = 0; g < round.devices && st.ok(); ++g) {
+      Device& d = devices_[g];
+      st.cuda(cudaSetDevice(d.id), "cudaSetDevice")
+          .cuda(cudaEventRecord(d.start, d.stream), "cudaEventRecord");
+      if (grads) {
+        st.nccl(ncclReduceScatter(d.send, d.recv, static_cast<std::size_t>(round.length),
+                                  nccl_type(round.encoding), ncclSum, (*comms)[g], d.stream),
+                "ncclReduceScatter");
+      } else {
+        st.nccl(ncclAllGather(d.send, d.recv, bytes, ncclUint8, (*comms)[g], d.stream),
+                "ncclAllGather");
+      }
+    }
+    st.nccl(ncclGroupEnd(), "ncclGroupEnd");
+    for (std::int64_t g = 0; g < round.devices && st.ok(); ++g) {
+      st.cuda(cudaSetDevice(devices_[g].id), "cudaSetDevice")
+          .cuda(cudaEventRecord(devices_[g].stop, devices_[g].stream), "cudaEventRecord");
+    }
+    st = wait(st, round, *comms, grads ? "ncclReduceScatter" : "ncclAllGather");
+    if (!st.ok()) return st.error();
+    float slowest = 0;
+    for (std::int64_t g = 0; g < round.devices; ++g) {
+      float ms = 0;
+      st.cuda(cudaEventElapsedTime(&ms, devices_[g].start, devices_[g].stop), "cudaEventElapsedTime");
+      slowest = std::max(slowest, ms);
+    }
+    if (!st.ok()) return st.error();
+    return static_cast<double>(slowest) / 1e3;
+  }
+
+  Result<CheckResult> check(const Round& round) override {
+    Status st;
+    const bool grads = round.kind == RoundKind::grads;
+    for (std::int64_t g = 0; g < round.devices; ++g) {
+      Device& d = devices_[g];
+      const std::vector<Segment>& received = grads ? round.own_block[g] : round.all_blocks;
+      st.cuda(cudaSetDevice(d.id), "cudaSetDevice")
+          .cuda(cudaMemsetAsync(d.result, 0, sizeof(DeviceResult), d.stream), "cudaMemsetAsync");
+      upload(st, d, received);
+      if (!st.ok()) return st.error();
+      launch_check(d, received, !grads, round, g);
+      st.cuda(cudaGetLastError(), "the check kernel");
+    }
+    st = synchronize(st, round);
+    CheckResult result;
+    for (std::int64_t g = 0; g < round.devices && st.ok(); ++g) {
+      DeviceResult r{};
+      st.cuda(cudaSetDevice(devices_[g].id), "cudaSetDevice")
+          .cuda(cudaMemcpy(&r, devices_[g].result, sizeof r, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      result.mismatches += static_cast<std::int64_t>(r.mismatches);
+      for (unsigned int i = 0; i < std::min<unsigned int>(r.kept, kKeptMismatches); ++i) {
+        if (result.first.size() < kKeptMismatches) result.first.push_back(r.first[i]);
+      }
+    }
+    if (!st.ok()) return st.error();
+    return result;
+  }
+
+ private:
+  struct Device {
+    int id = 0;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t start = nullptr;
+    cudaEvent_t stop = nullptr;
+    void* send = nullptr;
+    void* recv = nullptr;
+    std::size_t capacity = 0;
+    Segment* segments = nullptr;
+    std::int64_t* tile_start = nullptr;
+    std::size_t segment_capacity = 0;
+    int segment_count = 0;
+    std::int64_t tiles = 0;
+    DeviceResult* result = nullptr;
+    std::vector<std::int64_t> host_tiles;
+  };
+
+  // Copies the segments and the prefix sums of their tiles to the device.
+  void upload(Status& st, Device& d, const std::vector<Segment>& segments) {
+    d.host_tiles.resize(segments.size());
+    std::int64_t tiles = 0;
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      d.host_tiles[i] = tiles;
+      tiles += (segments[i].length + kTile - 1) / kTile;
+    }
+    d.tiles = tiles;
+    d.segment_count = static_cast<int>(segments.size());
+    if (segments.size() > d.segment_capacity) {
+      cudaFree(d.segments);
+      cudaFree(d.tile_start);
+      d.segments = nullptr;
+      d.tile_start = nullptr;
+      d.segment_capacity = std::max<std::size_t>(segments.size(), 2 * d.segment_capacity);
+      st.cuda(cudaMalloc(&d.segments, d.segment_capacity * sizeof(Segment)), "cudaMalloc (segments)")
+          .cuda(cudaMalloc(&d.tile_start, d.segment_capacity * sizeof(std::int64_t)), "cudaMalloc (tiles)");
+    }
+    // Synchronous copies: the host vectors change with the next round.
+    st.cuda(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize")
+        .cuda(cudaMemcpy(d.segments, segments.data(), segments.size() * sizeof(Segment),
+                         cudaMemcpyHostToDevice), "cudaMemcpy (segments)")
+        .cuda(cudaMemcpy(d.tile_start, d.host_tiles.data(), segments.size() * sizeof(std::int64_t),
+                         cudaMemcpyHostToDevice), "cudaMemcpy (tiles)");
+  }
+
+  static unsigned int grid(std::int64_t tiles) {
+    return static_cast<unsigned int>(std::max<std::int64_t>(1, std::min<std::int64_t>(tiles, 1 << 20)));
+  }
+
+  void launch_fill(Device& d, const std::vector<Segment>&, bool params, const Round& r,
+                   std::int64_t rank_begin, std::int64_t rank_end) {
+    if (d.tiles == 0) return;
+    const unsigned int blocks = grid(d.tiles);
+    switch (encoding_bytes(r.encoding)) {
+      case 1:
+        fill_kernel<std::uint8_t><<<blocks, kThreads, 0, d.stream>>>(
+            d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp, rank_begin,
+            rank_end, static_cast<std::uint8_t*>(d.send));
+        break;
+      case 2:
+        fill_kernel<std::uint16_t><<<blocks, kThreads, 0, d.stream>>>(
+            d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp, rank_begin,
+            rank_end, static_cast<std::uint16_t*>(d.send));
+        break;
+      default:
+        fill_kernel<std::uint32_t><<<blocks, kThreads, 0, d.stream>>>(
+            d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp, rank_begin,
+            rank_end, static_cast<std::uint32_t*>(d.send));
+        break;
+    }
+  }
+
+  void launch_check(Device& d, const std::vector<Segment>&, bool params, const Round& r,
+                    std::int64_t device) {
+    if (d.tiles == 0) return;
+    const unsigned int blocks = grid(d.tiles);
+    switch (encoding_bytes(r.encoding)) {
+      case 1:
+        check_kernel<std::uint8_t><<<blocks, kThreads, 0, d.stream>>>(
+            d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp, device,
+            static_cast<const std::uint8_t*>(d.recv), d.result);
+        break;
+      case 2:
+        check_kernel<std::uint16_t><<<blocks, kThreads, 0, d.stream>>>(
+            d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp, device,
+            static_cast<const std::uint16_t*>(d.recv), d.result);
+        break;
+      default:
+        check_kernel<std::uint32_t><<<blocks, kThreads, 0, d.stream>>>(
+            d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp, device,
+            static_cast<const std::uint32_t*>(d.recv), d.result);
+        break;
+    }
+  }
+
+  std::vector<ncclComm_t>* communicators(Status& st, std::int64_t size) {
+    auto it = comms_.find(size);
+    if (it != comms_.end()) return &it->second;
+    std::vector<ncclComm_t> comms(static_cast<std::size_t>(size));
+    std::vector<int> ids;
+    for (std::int64_t g = 0; g < size; ++g) ids.push_back(devices_[g].id);
+    st.nccl(ncclCommInitAll(comms.data(), static_cast<int>(size), ids.data()), "ncclCommInitAll");
+    if (!st.ok()) return nullptr;
+    return &comms_.emplace(size, std::move(comms)).first->second;
+  }
+
+  Status synchronize(Status st, const Round& round) {
+    for (std::int64_t g = 0; g < round.devices && st.ok(); ++g) {
+      st.cuda(cudaSetDevice(devices_[g].id), "cudaSetDevice")
+          .cuda(cudaStreamSynchronize(devices_[g].stream), "cudaStreamSynchronize");
+    }
+    return st;
+  }
+
+  // Waits for the collective, giving up (and aborting the communicators) after the timeout.
+  Status wait(Status st, const Round& round, std::vector<ncclComm_t>& comms, const char* what) {
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      if (!st.ok()) return st;
+      bool done = true;
+      for (std::int64_t g = 0; g < round.devices; ++g) {
+        const cudaError_t e = cudaEventQuery(devices_[g].stop);
+        if (e == cudaErrorNotReady) {
+          done = false;
+        } else {
+          st.cuda(e, what);
+        }
+        ncclResult_t async = ncclSuccess;
+        st.nccl(ncclCommGetAsyncError(comms[g], &async), "ncclCommGetAsyncError").nccl(async, what);
+      }
+      if (done || !st.ok()) break;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (seconds > timeout_) {
+        for (ncclComm_t c : comms) ncclCommAbort(c);
+        comms_.erase(round.devices);
+        return st.fail(std::string(what) + " did not finish within " + std::to_string(timeout_) +
+                       " s; the NCCL communicators were aborted");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return st;
+  }
+
+  std::vector<Device> devices_;
+  std::map<std::int64_t, std::vector<ncclComm_t>> comms_;  // by number of devices
+  double timeout_;
+  std::string name_;
+  std::size_t min_free_ = 0;
+};
+
+}  // namespace
+
+bool nccl_backend_built() { return true; }
+
+Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seconds) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    return Error{std::string("no CUDA device was found") +
+                 (e != cudaSuccess ? std::string(" (") + cudaGetErrorString(e) + ")" : std::string())};
+  }
+  if (gpus > 0 && gpus > count) {
+    return Error{"--gpus " + std::to_string(gpus) + " asks for more GPUs than the " +
+                 std::to_string(count) + " visible"};
+  }
+  std::vector<int> ids;
+  for (int i = 0; i < (gpus > 0 ? gpus : count); ++i) ids.push_back(i);
+  auto backend = std::make_unique<NcclBackend>(std::move(ids), timeout_seconds);
+  Status st = backend->init();
+  if (!st.ok()) return st.error();
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace paramlayout::verify
