@@ -5,6 +5,8 @@
                         layers dense) as Megatron-LM names it (TE layer spec, grouped-GEMM
                         experts), all experts on one rank: ~30.6k params, ~0.67 T elements.
   synthetic-1m.json     1,000,000 params of mixed shapes, dtypes and attributes.
+  llama3-70b-tp8-pp4-stage0.json, deepseek-v3-ep64-pp16-stage1.json
+                        one rank's chunk of a pipeline stage (2.27 G and 1.64 G elements).
 
 Usage: gen_bench_manifests.py OUT_DIR
 """
@@ -14,12 +16,18 @@ import sys
 from pathlib import Path
 
 
-def deepseek_v3():
-    hidden, vocab, layers, dense_layers = 7168, 129280, 61, 3
+def deepseek_v3(name="deepseek-v3-ep1", layers=range(61), experts_here=256, first=True,
+                last=True):
+    """DeepSeek-V3 as one rank's chunk: `layers` of the 61, `experts_here` of the 256 routed
+    experts of each MoE layer, the embedding on the first stage, the output on the last."""
+    hidden, vocab, dense_layers = 7168, 129280, 3
     heads, q_lora, kv_lora, nope, rope, v_dim = 128, 1536, 512, 128, 64, 128
     ffn, moe_ffn, experts = 18432, 2048, 256
-    params = [("embedding.word_embeddings.weight", [vocab, hidden], {"embedding_or_output": True})]
-    for i in range(layers):
+    params = []
+    if first:
+        params.append(("embedding.word_embeddings.weight", [vocab, hidden],
+                       {"embedding_or_output": True}))
+    for i in layers:
         a = f"decoder.layers.{i}.self_attention"
         params += [
             (f"{a}.linear_q_down_proj.weight", [q_lora, hidden], {}),
@@ -45,19 +53,51 @@ def deepseek_v3():
             (f"{m}.shared_experts.linear_fc1.weight", [2 * moe_ffn, hidden], {}),
             (f"{m}.shared_experts.linear_fc2.weight", [hidden, moe_ffn], {}),
         ]
-        for e in range(experts):
+        for e in range(experts_here):
             params.append((f"{m}.experts.linear_fc1.weight{e}", [2 * moe_ffn, hidden],
                            {"expert_parallel": True}))
-        for e in range(experts):
+        for e in range(experts_here):
             params.append((f"{m}.experts.linear_fc2.weight{e}", [hidden, moe_ffn],
                            {"expert_parallel": True}))
-    params += [
-        ("decoder.final_layernorm.weight", [hidden], {}),
-        ("output_layer.weight", [vocab, hidden], {"embedding_or_output": True}),
-    ]
+    if last:
+        params += [
+            ("decoder.final_layernorm.weight", [hidden], {}),
+            ("output_layer.weight", [vocab, hidden], {"embedding_or_output": True}),
+        ]
     return {
         "schema": "paramlayout.manifest/v1",
-        "model": "deepseek-v3-ep1",
+        "model": name,
+        "params": [{"name": n, "shape": s, "dtype": "bfloat16", **a} for n, s, a in params],
+    }
+
+
+def llama3_70b_stage(tp=8, pp=4, stage=0):
+    """Llama-3-70B as one rank's chunk under tensor parallel `tp`, pipeline stage `stage`."""
+    hidden, ffn, layers, vocab, heads, kv_heads, head_dim = 8192, 28672, 80, 128256, 64, 8, 128
+    per_stage = layers // pp
+    params = []
+    if stage == 0:
+        params.append(("embedding.word_embeddings.weight", [vocab // tp, hidden],
+                       {"embedding_or_output": True}))
+    for i in range(stage * per_stage, (stage + 1) * per_stage):
+        d = f"decoder.layers.{i}"
+        params += [
+            (f"{d}.self_attention.linear_qkv.layer_norm_weight", [hidden], {}),
+            (f"{d}.self_attention.linear_qkv.weight",
+             [(heads + 2 * kv_heads) * head_dim // tp, hidden], {}),
+            (f"{d}.self_attention.linear_proj.weight", [hidden, heads * head_dim // tp], {}),
+            (f"{d}.mlp.linear_fc1.layer_norm_weight", [hidden], {}),
+            (f"{d}.mlp.linear_fc1.weight", [2 * ffn // tp, hidden], {}),
+            (f"{d}.mlp.linear_fc2.weight", [hidden, ffn // tp], {}),
+        ]
+    if stage == pp - 1:
+        params += [
+            ("decoder.final_layernorm.weight", [hidden], {}),
+            ("output_layer.weight", [vocab // tp, hidden], {"embedding_or_output": True}),
+        ]
+    return {
+        "schema": "paramlayout.manifest/v1",
+        "model": f"llama3-70b-tp{tp}-pp{pp}-stage{stage}",
         "params": [{"name": n, "shape": s, "dtype": "bfloat16", **a} for n, s, a in params],
     }
 
@@ -88,6 +128,11 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     (out / "deepseek-v3-ep1.json").write_text(json.dumps(deepseek_v3()))
     (out / "synthetic-1m.json").write_text(json.dumps(synthetic(1_000_000)))
+    # One rank's chunk of a pipeline stage, for verify on GPUs (tools/gpu-check.sh).
+    (out / "llama3-70b-tp8-pp4-stage0.json").write_text(json.dumps(llama3_70b_stage()))
+    (out / "deepseek-v3-ep64-pp16-stage1.json").write_text(json.dumps(
+        deepseek_v3("deepseek-v3-ep64-pp16-stage1", layers=range(4, 8), experts_here=4,
+                    first=False, last=False)))
 
 
 if __name__ == "__main__":

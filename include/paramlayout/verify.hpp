@@ -46,6 +46,12 @@ struct BucketReport {
   double all_gather_seconds = 0;
   double reduce_scatter_bytes = 0;  ///< nccl-tests' "size": the whole bucket, per collective
   double all_gather_bytes = 0;
+  /// The fill and check work around the collectives: bytes written (values and poison) and
+  /// bytes compared, on every device together, and the seconds of the slowest device.
+  double fill_seconds = 0;
+  double check_seconds = 0;
+  double filled_bytes = 0;
+  double checked_bytes = 0;
 
   double seconds() const { return reduce_scatter_seconds + all_gather_seconds; }
   /// nccl-tests' algorithm bandwidth, bytes per second, over both collectives.

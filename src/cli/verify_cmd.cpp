@@ -1,6 +1,8 @@
 // paramlayout verify: the static pass, then every bucket through the real collectives.
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include "commands.hpp"
 #include "flags.hpp"
 #include "inputs.hpp"
@@ -24,6 +26,10 @@ void print_report(const VerifyReport& r, const Layout& layout, const std::string
   double bytes = 0;
   double seconds = 0;
   std::int64_t elements = 0;
+  double fill_bytes = 0;
+  double fill_seconds = 0;
+  double check_bytes = 0;
+  double check_seconds = 0;
   for (const BucketReport& b : r.buckets) {
     fmt::print(kRow, describe(layout.buffers[b.buffer].key), b.bucket, b.ranks,
                group_digits(b.elements), b.grad_mismatches + b.param_mismatches,
@@ -32,6 +38,10 @@ void print_report(const VerifyReport& r, const Layout& layout, const std::string
     bytes += b.reduce_scatter_bytes + b.all_gather_bytes;
     seconds += b.seconds();
     elements += b.elements;
+    fill_bytes += b.filled_bytes;
+    fill_seconds += b.fill_seconds;
+    check_bytes += b.checked_bytes;
+    check_seconds += b.check_seconds;
   }
   for (const BucketReport& b : r.buckets) {
     for (const std::string& p : b.incomplete_params) {
@@ -46,6 +56,11 @@ void print_report(const VerifyReport& r, const Layout& layout, const std::string
                m.param.empty() ? std::string("padding")
                                : fmt::format("param \"{}\" element {}", m.param, m.element),
                m.offset, m.expected, m.received);
+  }
+  if (fill_seconds > 0 && check_seconds > 0) {
+    fmt::print("  fill {:.1f} GB/s ({} written), check {:.1f} GB/s ({} compared)\n",
+               fill_bytes / fill_seconds / 1e9, human_bytes(fill_bytes),
+               check_bytes / check_seconds / 1e9, human_bytes(check_bytes));
   }
   if (r.ok()) {
     fmt::print("{}: verified: {} buckets, {} elements, every element where it belongs "
@@ -114,11 +129,21 @@ int run_verify(const VerifyCommand& command) {
   options.gpus = command.gpus;
   options.timeout_seconds = command.timeout;
   options.max_block_elements = command.chunk_elements;
-  const bool progress = is_terminal(stderr) && !command.quiet;
-  if (progress) {
-    options.progress = [](std::size_t done, std::size_t total) {
-      fmt::print(stderr, "\rverifying bucket {}/{}", done, total);
-      if (done == total) fmt::print(stderr, "\r\033[K");
+  // Progress on stderr: a live line on a terminal, a line every 10 s in a log.
+  if (!command.quiet) {
+    const bool live = is_terminal(stderr);
+    options.progress = [live, start = std::chrono::steady_clock::now(),
+                        last = std::chrono::steady_clock::now()](std::size_t done,
+                                                                 std::size_t total) mutable {
+      const auto now = std::chrono::steady_clock::now();
+      if (live) {
+        fmt::print(stderr, "\rverifying bucket {}/{}", done, total);
+        if (done == total) fmt::print(stderr, "\r\033[K");
+      } else if (now - last >= std::chrono::seconds(10) && done < total) {
+        fmt::print(stderr, "verifying: {}/{} buckets done, {:.0f} s\n", done, total,
+                   std::chrono::duration<double>(now - start).count());
+        last = now;
+      }
       std::fflush(stderr);
     };
   }

@@ -57,6 +57,7 @@ struct Mismatch {
 };
 
 struct CheckResult {
+  double seconds = 0;  ///< the comparison's own time, the slowest device's
   std::int64_t mismatches = 0;
   std::vector<Mismatch> first;  ///< at most kKeptMismatches, in no particular order
 };
@@ -73,8 +74,9 @@ class Backend {
   virtual std::int64_t preferred_block_elements() const = 0;
   /// Makes room for rounds of up to `length` elements per block of up to 4-byte elements.
   virtual Result<void> reserve(std::int64_t length) = 0;
-  /// Fills each device's send buffer with the round's values; poisons its receive buffer.
-  virtual Result<void> fill(const Round& round) = 0;
+  /// Fills each device's send buffer with the round's values and poisons its receive
+  /// buffer; returns the seconds it took, the slowest device's.
+  virtual Result<double> fill(const Round& round) = 0;
   /// Runs the round's collective (a sum reduce-scatter or an all-gather); returns the
   /// seconds it took, the slowest device's.
   virtual Result<double> collective(const Round& round) = 0;

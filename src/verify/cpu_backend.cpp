@@ -116,6 +116,10 @@ void each_value(const ValueRule& rule, std::int64_t element, std::int64_t length
   }
 }
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 /// Runs f(begin, end) over [0, n) split among the machine's cores.
 template <class F>
 void parallel_ranges(std::int64_t n, F&& f) {
@@ -175,7 +179,8 @@ class CpuBackend final : public Backend {
     return {};
   }
 
-  Result<void> fill(const Round& round) override {
+  Result<double> fill(const Round& round) override {
+    const auto start = std::chrono::steady_clock::now();
     with_encoding(round.encoding, [&]<Encoding E>(EncodingTag<E>) {
       using T = Storage<E>;
       for (std::int64_t d = 0; d < round.devices; ++d) {
@@ -197,7 +202,7 @@ class CpuBackend final : public Backend {
                         });
       }
     });
-    return {};
+    return seconds_since(start);
   }
 
   Result<double> collective(const Round& round) override {
@@ -224,10 +229,11 @@ class CpuBackend final : public Backend {
         });
       }
     });
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return seconds_since(start);
   }
 
   Result<CheckResult> check(const Round& round) override {
+    const auto start = std::chrono::steady_clock::now();
     CheckResult result;
     with_encoding(round.encoding, [&]<Encoding E>(EncodingTag<E>) {
       using T = Storage<E>;
@@ -265,6 +271,7 @@ class CpuBackend final : public Backend {
       return std::pair(a.device, a.position) < std::pair(b.device, b.position);
     });
     if (result.first.size() > kKeptMismatches) result.first.resize(kKeptMismatches);
+    result.seconds = seconds_since(start);
     return result;
   }
 

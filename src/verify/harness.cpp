@@ -145,13 +145,20 @@ Result<void> run_data_pass(const Layout& layout, const Manifest& manifest, Backe
             add_segments(b, param_ids, from, from + length, h * length, round.all_blocks);
             add_segments(b, param_ids, from, from + length, 0, round.own_block.emplace_back());
           }
-          if (Result<void> r = backend.fill(round); !r) return r;
+          Result<double> filled = backend.fill(round);
+          if (!filled) return filled.error();
           Result<double> seconds = backend.collective(round);
           if (!seconds) return seconds.error();
           Result<CheckResult> checked = backend.check(round);
           if (!checked) return checked.error();
 
           const double bytes = static_cast<double>(devices * length) * encoding_bytes(round.encoding);
+          // Every device writes G + 1 blocks (its send and receive buffers) and compares
+          // one block (grads) or G blocks (params).
+          out.fill_seconds += *filled;
+          out.check_seconds += checked->seconds;
+          out.filled_bytes += bytes * static_cast<double>(devices + 1);
+          out.checked_bytes += kind == RoundKind::grads ? bytes : bytes * static_cast<double>(devices);
           if (kind == RoundKind::grads) {
             out.grad_mismatches += checked->mismatches;
             out.reduce_scatter_seconds += *seconds;

@@ -112,7 +112,7 @@ ncclDataType_t nccl_type(Encoding e) {
 class NcclBackend final : public Backend {
  public:
   NcclBackend(std::vector<int> ids, double timeout) : timeout_(timeout) {
-    for (int id : ids) devices_.push_back(Device{id});
+    for (int id : ids) devices_.emplace_back().id = id;
   }
 
   ~NcclBackend() override {
@@ -129,6 +129,8 @@ class NcclBackend final : public Backend {
       if (d.stream) cudaStreamDestroy(d.stream);
       if (d.start) cudaEventDestroy(d.start);
       if (d.stop) cudaEventDestroy(d.stop);
+      if (d.work_start) cudaEventDestroy(d.work_start);
+      if (d.work_stop) cudaEventDestroy(d.work_stop);
     }
   }
 
@@ -139,6 +141,8 @@ class NcclBackend final : public Backend {
           .cuda(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking), "cudaStreamCreate")
           .cuda(cudaEventCreate(&d.start), "cudaEventCreate")
           .cuda(cudaEventCreate(&d.stop), "cudaEventCreate")
+          .cuda(cudaEventCreate(&d.work_start), "cudaEventCreate")
+          .cuda(cudaEventCreate(&d.work_stop), "cudaEventCreate")
           .cuda(cudaMalloc(&d.result, sizeof(DeviceResult)), "cudaMalloc");
       if (!st.ok()) return st;
       cudaDeviceProp prop{};
@@ -182,7 +186,7 @@ class NcclBackend final : public Backend {
     return {};
   }
 
-  Result<void> fill(const Round& round) override {
+  Result<double> fill(const Round& round) override {
     Status st;
     const bool grads = round.kind == RoundKind::grads;
     const std::int64_t per_device = round.ranks_per_device();
@@ -193,14 +197,15 @@ class NcclBackend final : public Backend {
       const std::vector<Segment>& sent = grads ? round.all_blocks : round.own_block[g];
       st.cuda(cudaSetDevice(d.id), "cudaSetDevice");
       upload(st, d, sent);
-      st.cuda(cudaMemsetAsync(d.recv, 0xFF, received, d.stream), "cudaMemsetAsync (poison)");
+      st.cuda(cudaEventRecord(d.work_start, d.stream), "cudaEventRecord")
+          .cuda(cudaMemsetAsync(d.recv, 0xFF, received, d.stream), "cudaMemsetAsync (poison)");
       if (!st.ok()) return st.error();
-      launch_fill(d, sent, !grads, round, g * per_device, (g + 1) * per_device);
-      st.cuda(cudaGetLastError(), "the fill kernel");
+      launch_fill(d, !grads, round, g * per_device, (g + 1) * per_device);
+      st.cuda(cudaGetLastError(), "the fill kernel")
+          .cuda(cudaEventRecord(d.work_stop, d.stream), "cudaEventRecord");
     }
     st = synchronize(st, round);
-    if (!st.ok()) return st.error();
-    return {};
+    return slowest(st, round, &Device::work_start, &Device::work_stop);
   }
 
   Result<double> collective(const Round& round) override {
@@ -230,14 +235,7 @@ class NcclBackend final : public Backend {
     }
     st = wait(st, round, *comms, grads ? "ncclReduceScatter" : "ncclAllGather");
     if (!st.ok()) return st.error();
-    float slowest = 0;
-    for (std::int64_t g = 0; g < round.devices; ++g) {
-      float ms = 0;
-      st.cuda(cudaEventElapsedTime(&ms, devices_[g].start, devices_[g].stop), "cudaEventElapsedTime");
-      slowest = std::max(slowest, ms);
-    }
-    if (!st.ok()) return st.error();
-    return static_cast<double>(slowest) / 1e3;
+    return slowest(st, round, &Device::start, &Device::stop);
   }
 
   Result<CheckResult> check(const Round& round) override {
@@ -249,16 +247,23 @@ class NcclBackend final : public Backend {
       st.cuda(cudaSetDevice(d.id), "cudaSetDevice")
           .cuda(cudaMemsetAsync(d.result, 0, sizeof(DeviceResult), d.stream), "cudaMemsetAsync");
       upload(st, d, received);
+      st.cuda(cudaEventRecord(d.work_start, d.stream), "cudaEventRecord");
       if (!st.ok()) return st.error();
-      launch_check(d, received, !grads, round, g);
-      st.cuda(cudaGetLastError(), "the check kernel");
+      launch_check(d, !grads, round, g);
+      st.cuda(cudaGetLastError(), "the check kernel")
+          .cuda(cudaEventRecord(d.work_stop, d.stream), "cudaEventRecord");
     }
     st = synchronize(st, round);
     CheckResult result;
+    Result<double> seconds = slowest(st, round, &Device::work_start, &Device::work_stop);
+    if (!seconds) return seconds.error();
+    result.seconds = *seconds;
     for (std::int64_t g = 0; g < round.devices && st.ok(); ++g) {
       DeviceResult r{};
       st.cuda(cudaSetDevice(devices_[g].id), "cudaSetDevice")
-          .cuda(cudaMemcpy(&r, devices_[g].result, sizeof r, cudaMemcpyDeviceToHost), "cudaMemcpy");
+          .cuda(cudaMemcpyAsync(&r, devices_[g].result, sizeof r, cudaMemcpyDeviceToHost,
+                                devices_[g].stream), "cudaMemcpyAsync (check result)")
+          .cuda(cudaStreamSynchronize(devices_[g].stream), "cudaStreamSynchronize");
       result.mismatches += static_cast<std::int64_t>(r.mismatches);
       for (unsigned int i = 0; i < std::min<unsigned int>(r.kept, kKeptMismatches); ++i) {
         if (result.first.size() < kKeptMismatches) result.first.push_back(r.first[i]);
@@ -274,6 +279,8 @@ class NcclBackend final : public Backend {
     cudaStream_t stream = nullptr;
     cudaEvent_t start = nullptr;
     cudaEvent_t stop = nullptr;
+    cudaEvent_t work_start = nullptr;  // around fill and check
+    cudaEvent_t work_stop = nullptr;
     void* send = nullptr;
     void* recv = nullptr;
     std::size_t capacity = 0;
@@ -305,19 +312,19 @@ class NcclBackend final : public Backend {
       st.cuda(cudaMalloc(&d.segments, d.segment_capacity * sizeof(Segment)), "cudaMalloc (segments)")
           .cuda(cudaMalloc(&d.tile_start, d.segment_capacity * sizeof(std::int64_t)), "cudaMalloc (tiles)");
     }
-    // Synchronous copies: the host vectors change with the next round.
-    st.cuda(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize")
-        .cuda(cudaMemcpy(d.segments, segments.data(), segments.size() * sizeof(Segment),
-                         cudaMemcpyHostToDevice), "cudaMemcpy (segments)")
-        .cuda(cudaMemcpy(d.tile_start, d.host_tiles.data(), segments.size() * sizeof(std::int64_t),
-                         cudaMemcpyHostToDevice), "cudaMemcpy (tiles)");
+    // Pageable copies on the stream: staged before they return, ordered before the kernel.
+    st.cuda(cudaMemcpyAsync(d.segments, segments.data(), segments.size() * sizeof(Segment),
+                            cudaMemcpyHostToDevice, d.stream), "cudaMemcpyAsync (segments)")
+        .cuda(cudaMemcpyAsync(d.tile_start, d.host_tiles.data(),
+                              segments.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice,
+                              d.stream), "cudaMemcpyAsync (tiles)");
   }
 
   static unsigned int grid(std::int64_t tiles) {
     return static_cast<unsigned int>(std::max<std::int64_t>(1, std::min<std::int64_t>(tiles, 1 << 20)));
   }
 
-  void launch_fill(Device& d, const std::vector<Segment>&, bool params, const Round& r,
+  void launch_fill(Device& d, bool params, const Round& r,
                    std::int64_t rank_begin, std::int64_t rank_end) {
     if (d.tiles == 0) return;
     const unsigned int blocks = grid(d.tiles);
@@ -340,7 +347,7 @@ class NcclBackend final : public Backend {
     }
   }
 
-  void launch_check(Device& d, const std::vector<Segment>&, bool params, const Round& r,
+  void launch_check(Device& d, bool params, const Round& r,
                     std::int64_t device) {
     if (d.tiles == 0) return;
     const unsigned int blocks = grid(d.tiles);
@@ -372,6 +379,19 @@ class NcclBackend final : public Backend {
     st.nccl(ncclCommInitAll(comms.data(), static_cast<int>(size), ids.data()), "ncclCommInitAll");
     if (!st.ok()) return nullptr;
     return &comms_.emplace(size, std::move(comms)).first->second;
+  }
+
+  // The longest time between two events on the round's devices, in seconds.
+  Result<double> slowest(Status st, const Round& round, cudaEvent_t Device::*from,
+                         cudaEvent_t Device::*to) {
+    float longest = 0;
+    for (std::int64_t g = 0; g < round.devices && st.ok(); ++g) {
+      float ms = 0;
+      st.cuda(cudaEventElapsedTime(&ms, devices_[g].*from, devices_[g].*to), "cudaEventElapsedTime");
+      longest = std::max(longest, ms);
+    }
+    if (!st.ok()) return st.error();
+    return static_cast<double>(longest) / 1e3;
   }
 
   Status synchronize(Status st, const Round& round) {

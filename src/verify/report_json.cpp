@@ -51,6 +51,10 @@ std::string verify_report_json(const VerifyReport& report, const Layout& layout)
         .raw(", \"all_gather_bytes\": ").raw(fmt::format("{:.0f}", b.all_gather_bytes))
         .raw(", \"algbw_gbps\": ").raw(fmt::format("{:.3f}", b.algbw() / 1e9))
         .raw(", \"busbw_gbps\": ").raw(fmt::format("{:.3f}", b.busbw() / 1e9))
+        .raw(", \"fill_seconds\": ").raw(fmt::format("{:.6f}", b.fill_seconds))
+        .raw(", \"check_seconds\": ").raw(fmt::format("{:.6f}", b.check_seconds))
+        .raw(", \"filled_bytes\": ").raw(fmt::format("{:.0f}", b.filled_bytes))
+        .raw(", \"checked_bytes\": ").raw(fmt::format("{:.0f}", b.checked_bytes))
         .raw(", \"incomplete_params\": [");
     const char* psep = "";
     for (const std::string& p : b.incomplete_params) {

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""GPU tests: the nccl backend of `paramlayout verify` on real devices.
+
+Exits 77 (meson's "skipped") with the reason when no CUDA device can be used.
+Usage: run_gpu_tests.py PARAMLAYOUT SOURCE_ROOT
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+BINARY = ""
+ROOT = Path()
+
+
+def run(*args):
+    return subprocess.run([BINARY, *map(str, args)], capture_output=True, text=True,
+                          errors="replace", timeout=600)
+
+
+def plan(tmp, manifest, *args):
+    out = Path(tmp, f"layout-{len(os.listdir(tmp))}.json")
+    result = run("plan", manifest, "-q", "-o", out, *args)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def visible_gpus():
+    """The number of GPUs the nccl backend sees, or the reason it sees none."""
+    with tempfile.TemporaryDirectory() as tmp:
+        m = ROOT / "testdata/reference/manifests/random-1001.json"
+        report = Path(tmp, "r.json")
+        result = run("verify", plan(tmp, m, "--dp", "2"), "--manifest", m, "--backend", "nccl",
+                     "-q", "--report", report)
+        if result.returncode == 2:
+            return result.stderr.strip()
+        return json.loads(report.read_text())["devices"]
+
+
+class NcclVerify(unittest.TestCase):
+    GPUS = 1
+
+    def verify(self, layout, manifest, *args):
+        with tempfile.TemporaryDirectory() as tmp:
+            report = Path(tmp, "report.json")
+            result = run("verify", layout, "--manifest", manifest, "--backend", "nccl",
+                         "--report", report, *args)
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+            return json.loads(report.read_text())
+
+    def test_reference_layouts(self):
+        ref = ROOT / "testdata/reference"
+        cases = json.loads((ref / "cases.json").read_text())
+        with tempfile.TemporaryDirectory() as tmp:
+            for case in cases[::6]:
+                with self.subTest(case["id"]):
+                    o = case["options"]
+                    args = ["--dp", o["dp"], "--strategy", o["strategy"]]
+                    if "expert_dp" in o:
+                        args += ["--expert-dp", o["expert_dp"]]
+                    if o["grad_reduce_in_fp32"]:
+                        args.append("--grad-reduce-in-fp32")
+                    layout = plan(tmp, ref / case["manifest"], *args)
+                    j = self.verify(layout, ref / case["manifest"])
+                    self.assertTrue(j["ok"])
+                    self.assertTrue(j["backend"].startswith("nccl"))
+                    numel = sum(b["numel"] for b in json.loads(layout.read_text())["buffers"])
+                    self.assertEqual(sum(b["elements"] for b in j["buckets"]), numel)
+
+    def test_many_ranks_per_gpu_and_chunks(self):
+        m = ROOT / "testdata/manifests/llama3-8b.json"
+        with tempfile.TemporaryDirectory() as tmp:
+            for dp in (1, 64, 512):
+                for strategy in ("sequential-dp", "layerwise"):
+                    with self.subTest(dp=dp, strategy=strategy):
+                        layout = plan(tmp, m, "--dp", dp, "--strategy", strategy)
+                        j = self.verify(layout, m, "--chunk-elements", 3_000_000)
+                        self.assertTrue(j["ok"])
+                        self.assertTrue(any(b["chunks"] > 1 for b in j["buckets"]))
+                        self.assertTrue(all(b["filled_bytes"] > 0 for b in j["buckets"]))
+
+    def test_each_gpu_count(self):
+        m = ROOT / "testdata/reference/manifests/gpt2-124m.json"
+        with tempfile.TemporaryDirectory() as tmp:
+            layout = plan(tmp, m, "--dp", "16", "--grad-reduce-in-fp32")
+            for gpus in sorted({1, 2, self.GPUS} & set(range(1, self.GPUS + 1))):
+                with self.subTest(gpus=gpus):
+                    j = self.verify(layout, m, "--gpus", gpus)
+                    self.assertEqual(j["devices"], gpus)
+                    self.assertTrue(j["ok"])
+
+    def test_more_gpus_than_visible_exits_2(self):
+        m = ROOT / "testdata/reference/manifests/random-1001.json"
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run("verify", plan(tmp, m, "--dp", "8"), "--manifest", m, "--backend",
+                         "nccl", "--gpus", self.GPUS + 1)
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("asks for more GPUs than the", result.stderr)
+
+
+if __name__ == "__main__":
+    BINARY = os.path.abspath(sys.argv[1])
+    ROOT = Path(sys.argv[2]).resolve()
+    gpus = visible_gpus()
+    if isinstance(gpus, str):
+        print(f"SKIP: no GPU to test the nccl backend on: {gpus}")
+        sys.exit(77)
+    NcclVerify.GPUS = gpus
+    print(f"nccl backend on {gpus} GPU(s)")
+    unittest.main(argv=[sys.argv[0], "-v"])

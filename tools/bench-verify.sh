@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Benchmarks the cpu backend of `paramlayout verify` (issue 3's CPU speed goal): a
+# Llama-3.2-1B-shaped manifest (1.24 G bf16 elements) planned with both strategies at dp 8
+# and 512, then verified. The data pass should cost the same at both dp: O(buffer), not
+# O(dp x buffer).
+# Usage: tools/bench-verify.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tools/setup.sh
+paramlayout_install
+paramlayout_configure build-release -Dbuildtype=release -Dtests=disabled
+meson compile -C build-release >/dev/null
+
+data=build-release/bench
+mkdir -p "$data"
+manifest=$data/llama3.2-1b.json
+python3 - "$manifest" <<'PY'
+import json, sys
+hidden, ffn, layers, vocab, kv = 2048, 8192, 16, 128256, 512
+params = [{"name": "embedding.word_embeddings.weight", "shape": [vocab, hidden],
+           "dtype": "bfloat16", "embedding_or_output": True}]
+for i in range(layers):
+    d = f"decoder.layers.{i}"
+    params += [
+        {"name": f"{d}.self_attention.linear_qkv.layer_norm_weight", "shape": [hidden]},
+        {"name": f"{d}.self_attention.linear_qkv.weight", "shape": [hidden + 2 * kv, hidden]},
+        {"name": f"{d}.self_attention.linear_proj.weight", "shape": [hidden, hidden]},
+        {"name": f"{d}.mlp.linear_fc1.layer_norm_weight", "shape": [hidden]},
+        {"name": f"{d}.mlp.linear_fc1.weight", "shape": [2 * ffn, hidden]},
+        {"name": f"{d}.mlp.linear_fc2.weight", "shape": [hidden, ffn]},
+    ]
+params.append({"name": "decoder.final_layernorm.weight", "shape": [hidden]})
+for p in params:
+    p.setdefault("dtype", "bfloat16")
+json.dump({"schema": "paramlayout.manifest/v1", "model": "llama3.2-1b", "params": params},
+          open(sys.argv[1], "w"))
+PY
+
+bin=build-release/paramlayout
+echo "## $(date -u +%F) on $(nproc) cores of $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo
+echo "| strategy | dp | elements | verify wall s | ns / element | fill GB/s | check GB/s |"
+echo "|---|---|---|---|---|---|---|"
+for strategy in sequential-dp layerwise; do
+  for dp in 8 512; do
+    layout=$data/verify-$strategy-dp$dp.json
+    report=$data/verify-$strategy-dp$dp.report.json
+    "$bin" plan "$manifest" --dp "$dp" --strategy "$strategy" -q -o "$layout"
+    start=$(date +%s.%N)
+    "$bin" verify "$layout" --manifest "$manifest" --backend cpu -q --report "$report" >/dev/null
+    end=$(date +%s.%N)
+    python3 - "$report" "$strategy" "$dp" "$start" "$end" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+wall = float(sys.argv[5]) - float(sys.argv[4])
+n = sum(b["elements"] for b in r["buckets"])
+fill = sum(b["filled_bytes"] for b in r["buckets"]) / sum(b["fill_seconds"] for b in r["buckets"])
+check = sum(b["checked_bytes"] for b in r["buckets"]) / sum(b["check_seconds"] for b in r["buckets"])
+assert r["ok"], "verify failed"
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {n:,} | {wall:.2f} | {wall / n * 1e9:.2f} "
+      f"| {fill / 1e9:.1f} | {check / 1e9:.1f} |")
+PY
+  done
+done
