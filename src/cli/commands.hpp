@@ -61,4 +61,20 @@ struct DiffCommand {
 CLI::App* setup_diff(CLI::App& app, DiffCommand& command);
 int run_diff(const DiffCommand& command);
 
+struct SynthCommand {
+  std::string config;
+  std::int64_t tp = 1;
+  std::int64_t pp = 1;
+  std::int64_t stage = 0;
+  std::int64_t ep = 1;
+  std::int64_t etp = 0;  ///< 0: same as tp
+  std::int64_t vocab_divisible_by = 128;
+  std::string dtype = "bfloat16";
+  std::string model;   ///< "" for a name made from the config's path and the splits
+  std::string output;  ///< "" for stdout
+  bool quiet = false;
+};
+CLI::App* setup_synth(CLI::App& app, SynthCommand& command);
+int run_synth(const SynthCommand& command);
+
 }  // namespace paramlayout::cli

@@ -20,10 +20,12 @@ int main(int argc, char** argv) {
   CheckCommand check;
   VerifyCommand verify;
   DiffCommand diff;
+  SynthCommand synth;
   CLI::App* plan_app = setup_plan(app, plan);
   CLI::App* check_app = setup_check(app, check);
   CLI::App* verify_app = setup_verify(app, verify);
   CLI::App* diff_app = setup_diff(app, diff);
+  CLI::App* synth_app = setup_synth(app, synth);
 
   try {
     app.parse(argc, argv);
@@ -37,5 +39,6 @@ int main(int argc, char** argv) {
   if (check_app->parsed()) return run_check(check);
   if (verify_app->parsed()) return run_verify(verify);
   if (diff_app->parsed()) return run_diff(diff);
+  if (synth_app->parsed()) return run_synth(synth);
   return kExitBadInput;
 }

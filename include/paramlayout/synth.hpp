@@ -1,0 +1,57 @@
+// synth: a Hugging Face `config.json` -> manifest v1 of one rank's model chunk, with
+// Megatron-LM's GPT naming (Transformer Engine layer spec) and tensor / pipeline / expert
+// parallel slicing. For planning before a model exists.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "paramlayout/error.hpp"
+#include "paramlayout/manifest.hpp"
+
+namespace paramlayout {
+
+/// How the model is split, as Megatron-LM's options name it.
+struct SynthOptions {
+  std::int64_t tp = 1;     ///< tensor parallel
+  std::int64_t pp = 1;     ///< pipeline parallel
+  std::int64_t stage = 0;  ///< this chunk's pipeline stage, 0-based
+  std::int64_t ep = 1;     ///< expert parallel
+  std::int64_t etp = 0;    ///< expert tensor parallel; 0: same as tp
+  std::int64_t vocab_divisible_by = 128;  ///< Megatron pads the vocab to a multiple of this x tp
+  DType dtype = DType::bfloat16;
+};
+
+/// One param of the synthesized chunk.
+struct SynthParam {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  bool expert_parallel = false;
+  bool embedding_or_output = false;
+  bool shared_embedding = false;
+  std::int64_t numel() const;
+};
+
+/// A synthesized chunk, in `named_parameters()` order.
+struct SynthModel {
+  std::string architecture;  ///< the config's architecture, e.g. "LlamaForCausalLM"
+  std::string model;         ///< the manifest's `model`
+  std::vector<SynthParam> params;
+  std::int64_t vocab_padding = 0;  ///< elements added by padding the vocab, on this chunk
+  std::vector<std::string> notes;  ///< what was left out (e.g. multi-token prediction layers)
+  std::int64_t numel() const;
+};
+
+/// Architectures `synth` knows, for messages and help.
+std::string_view synth_architectures();
+
+/// Reads a config.json text (`source` names it in errors) and builds the chunk.
+Result<SynthModel> synth_model(std::string_view config_text, std::string_view source,
+                               const SynthOptions& options);
+
+/// The chunk as manifest v1 JSON text.
+std::string synth_manifest_json(const SynthModel& model, DType dtype);
+
+}  // namespace paramlayout

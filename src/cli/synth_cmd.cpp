@@ -1,0 +1,98 @@
+// paramlayout synth: a Hugging Face config.json -> manifest v1 of one rank's chunk.
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "commands.hpp"
+#include "flags.hpp"
+#include "io.hpp"
+#include "paramlayout/synth.hpp"
+#include "paramlayout/text.hpp"
+
+namespace paramlayout::cli {
+namespace {
+
+/// "llama3-8b-tp8-pp4-stage0": the config's folder or file name and the non-trivial splits.
+std::string default_model_name(const SynthCommand& c) {
+  const std::filesystem::path path(c.config);
+  std::string name = path.filename() == "config.json" && path.has_parent_path()
+                         ? path.parent_path().filename().string()
+                         : path.stem().string();
+  if (c.tp > 1) name += fmt::format("-tp{}", c.tp);
+  if (c.pp > 1) name += fmt::format("-pp{}-stage{}", c.pp, c.stage);
+  if (c.ep > 1) name += fmt::format("-ep{}", c.ep);
+  if (c.etp > 0) name += fmt::format("-etp{}", c.etp);
+  return name;
+}
+
+}  // namespace
+
+CLI::App* setup_synth(CLI::App& app, SynthCommand& command) {
+  CLI::App* sub = app.add_subcommand(
+      "synth", "Write the manifest of one rank's chunk of a Hugging Face model config");
+  sub->add_option("CONFIG", command.config, "The model's config.json")->type_name("FILE")->required();
+  sub->add_option("--tp", command.tp, "Tensor-parallel size")->check(integer_in(1, 1024))->capture_default_str();
+  sub->add_option("--pp", command.pp, "Pipeline-parallel size")->check(integer_in(1, 1024))->capture_default_str();
+  sub->add_option("--stage", command.stage, "This chunk's pipeline stage, from 0")
+      ->check(integer_in(0, 1023))
+      ->capture_default_str();
+  sub->add_option("--ep", command.ep, "Expert-parallel size")->check(integer_in(1, 4096))->capture_default_str();
+  sub->add_option("--etp", command.etp, "Expert tensor-parallel size [default: tp]")
+      ->check(integer_in(1, 1024));
+  sub->add_option("--vocab-divisible-by", command.vocab_divisible_by,
+                  "Pad the vocabulary to a multiple of this times tp, as Megatron-LM does")
+      ->check(integer_in(1, 1 << 20))
+      ->capture_default_str();
+  sub->add_option("--dtype", command.dtype, "The params' dtype")
+      ->check(one_of({"bfloat16", "float16", "float32"}))
+      ->capture_default_str();
+  sub->add_option("--model", command.model, "The manifest's model name [default: from the "
+                                            "config's path and the splits]");
+  sub->add_option("-o,--output", command.output, "Write the manifest here (atomically) "
+                                                  "instead of stdout")
+      ->type_name("FILE");
+  sub->add_flag("-q,--quiet", command.quiet, "No summary");
+  return sub;
+}
+
+int run_synth(const SynthCommand& command) {
+  Result<std::string> text = read_file(command.config);
+  if (!text) {
+    print_error(text.error());
+    return kExitBadInput;
+  }
+  SynthOptions options;
+  options.tp = command.tp;
+  options.pp = command.pp;
+  options.stage = command.stage;
+  options.ep = command.ep;
+  options.etp = command.etp;
+  options.vocab_divisible_by = command.vocab_divisible_by;
+  options.dtype = *parse_dtype(command.dtype);
+  Result<SynthModel> model = synth_model(*text, command.config, options);
+  if (!model) {
+    print_error(model.error());
+    return kExitBadInput;
+  }
+  model->model = command.model.empty() ? default_model_name(command) : command.model;
+  const bool to_stdout = command.output.empty() || command.output == "-";
+  if (Result<void> written = write_file_atomically(to_stdout ? "-" : command.output,
+                                                   synth_manifest_json(*model, options.dtype));
+      !written) {
+    print_error(written.error());
+    return kExitBadInput;
+  }
+  if (!command.quiet) {
+    std::FILE* out = to_stdout ? stderr : stdout;
+    std::int64_t experts = 0;
+    for (const SynthParam& p : model->params) experts += p.expert_parallel ? p.numel() : 0;
+    fmt::print(out, "{}: {} ({}), {} params, {} elements ({} in experts, {} vocab padding)\n",
+               model->model, model->architecture, command.config, model->params.size(),
+               group_digits(model->numel()), group_digits(experts),
+               group_digits(model->vocab_padding));
+    for (const std::string& note : model->notes) fmt::print(out, "  note: {}\n", note);
+  }
+  return kExitOk;
+}
+
+}  // namespace paramlayout::cli
