@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
 
 namespace paramlayout::cli {
 
@@ -16,7 +17,7 @@ enum ExitCode : int {
 };
 
 struct PlanCommand {
-  std::string manifest;
+  std::vector<std::string> manifests;  ///< one per model chunk (pipeline stage)
   std::string strategy = "sequential-dp";
   std::int64_t dp = 0;
   std::int64_t expert_dp = 0;  ///< 0: same as dp

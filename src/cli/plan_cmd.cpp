@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <filesystem>
+#include <set>
 
 #include "commands.hpp"
 #include "flags.hpp"
@@ -46,7 +48,9 @@ PlanOptions options_from(const PlanCommand& command) {
 
 CLI::App* setup_plan(CLI::App& app, PlanCommand& command) {
   CLI::App* sub = app.add_subcommand("plan", "Plan the buffer layout of a manifest");
-  sub->add_option("MANIFEST", command.manifest, "Manifest v1 JSON file ('-' for stdin)")
+  sub->add_option("MANIFEST", command.manifests,
+                  "Manifest v1 JSON file ('-' for stdin); several (one per pipeline stage or "
+                  "virtual chunk) need -o DIR")
       ->type_name("FILE")
       ->required();
   sub->add_option("--dp", command.dp, "Data-parallel size (ranks a buffer is sharded over)")
@@ -70,54 +74,123 @@ CLI::App* setup_plan(CLI::App& app, PlanCommand& command) {
   sub->add_flag("--pad-for-high-nccl-busbw", command.pad_for_high_nccl_busbw,
                 "Pad bucket ends to a multiple of 65536 too");
   sub->add_option("-o,--output", command.output,
-                  "Write the layout here (atomically) instead of stdout")
-      ->type_name("FILE");
+                  "Write the layout here (atomically) instead of stdout; with several "
+                  "manifests, a directory that gets NAME.layout.json per manifest NAME.json")
+      ->type_name("FILE|DIR");
   sub->add_flag("-q,--quiet", command.quiet, "No summary");
   sub->add_flag("--timings", command.timings, "Print the time of each phase on stderr");
   return sub;
 }
 
+namespace {
+
+/// One chunk read and planned, with the times of its phases.
+struct PlannedChunk {
+  Manifest manifest;
+  Layout layout;
+  std::string output;
+  double read_ms = 0;
+  double validate_ms = 0;
+  double plan_ms = 0;
+};
+
+Result<PlannedChunk> plan_chunk(const std::string& path, const PlanOptions& options) {
+  Stopwatch phase;
+  Result<std::string> text = read_file(path);
+  if (!text) return text.error();
+  ParseTimings timings;
+  const double read_ms = phase.lap();
+  Result<Manifest> manifest = parse_manifest(*text, path == "-" ? "<stdin>" : path, &timings);
+  if (!manifest) return manifest.error();
+  phase.lap();
+  Result<Layout> layout = plan(*manifest, options);
+  if (!layout) return layout.error();
+  return PlannedChunk{std::move(*manifest), std::move(*layout), {}, read_ms + timings.parse_ms,
+                      timings.validate_ms, phase.lap()};
+}
+
+/// Where each chunk's layout goes: stdout or -o FILE for one; DIR/NAME.layout.json for many.
+Result<void> assign_outputs(const PlanCommand& command, std::vector<PlannedChunk>& chunks) {
+  if (chunks.size() == 1) {
+    chunks[0].output = command.output.empty() ? "-" : command.output;
+    return {};
+  }
+  if (command.output.empty() || command.output == "-") {
+    return Error{"several manifests need -o DIR (one layout file per manifest)"};
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(command.output, ec);
+  if (ec || !std::filesystem::is_directory(command.output)) {
+    return Error{command.output + ": cannot use as the output directory" +
+                 (ec ? ": " + ec.message() : std::string())};
+  }
+  std::set<std::string> taken;
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    const std::string& source = command.manifests[i];
+    if (source == "-") return Error{"'-' (stdin) cannot be one of several manifests"};
+    const std::string name = std::filesystem::path(source).stem().string() + ".layout.json";
+    if (!taken.insert(name).second) {
+      return Error{source + ": another manifest also makes " + name + "; rename one"};
+    }
+    chunks[i].output = (std::filesystem::path(command.output) / name).string();
+  }
+  return {};
+}
+
+}  // namespace
+
 int run_plan(const PlanCommand& command) {
   Stopwatch total;
+  const PlanOptions options = options_from(command);
+  std::vector<PlannedChunk> chunks;
+  for (const std::string& path : command.manifests) {
+    Result<PlannedChunk> chunk = plan_chunk(path, options);
+    if (!chunk) {
+      print_error(chunk.error());
+      return kExitBadInput;
+    }
+    chunks.push_back(std::move(*chunk));
+  }
+  if (Result<void> assigned = assign_outputs(command, chunks); !assigned) {
+    print_error(assigned.error());
+    return kExitBadInput;
+  }
+
   Stopwatch phase;
-  Result<std::string> text = read_file(command.manifest);
-  if (!text) {
-    print_error(text.error());
-    return kExitBadInput;
-  }
-  const std::string source = command.manifest == "-" ? "<stdin>" : command.manifest;
-  ParseTimings parse_timings;
-  const double read_ms = phase.lap();
-  Result<Manifest> manifest = parse_manifest(*text, source, &parse_timings);
-  if (!manifest) {
-    print_error(manifest.error());
-    return kExitBadInput;
-  }
-  phase.lap();
-
-  Result<Layout> layout = plan(*manifest, options_from(command));
-  if (!layout) {
-    print_error(layout.error());
-    return kExitBadInput;
-  }
-  const double plan_ms = phase.lap();
-
-  const bool to_stdout = command.output.empty() || command.output == "-";
-  if (Result<void> written =
-          write_file_atomically(to_stdout ? "-" : command.output, write_layout_json(*layout));
-      !written) {
-    print_error(written.error());
-    return kExitBadInput;
+  for (const PlannedChunk& c : chunks) {
+    if (Result<void> written = write_file_atomically(c.output, write_layout_json(c.layout));
+        !written) {
+      print_error(written.error());
+      return kExitBadInput;
+    }
   }
   const double write_ms = phase.lap();
 
-  if (!command.quiet) print_plan_summary(to_stdout ? stderr : stdout, *manifest, *layout);
+  const bool to_stdout = chunks.size() == 1 && chunks[0].output == "-";
+  std::FILE* out = to_stdout ? stderr : stdout;
+  if (!command.quiet) {
+    for (const PlannedChunk& c : chunks) print_plan_summary(out, c.manifest, c.layout);
+    if (chunks.size() > 1) {
+      std::vector<ChunkSummary> rows;
+      for (const PlannedChunk& c : chunks) {
+        rows.push_back({c.layout.model.value_or(c.output), &c.layout});
+      }
+      print_pipeline_summary(out, rows);
+    }
+  }
   if (command.timings) {
+    double read_ms = 0;
+    double validate_ms = 0;
+    double plan_ms = 0;
+    for (const PlannedChunk& c : chunks) {
+      read_ms += c.read_ms;
+      validate_ms += c.validate_ms;
+      plan_ms += c.plan_ms;
+    }
     fmt::print(stderr,
                "timings: parse {:.1f} ms, validate {:.1f} ms, plan {:.1f} ms, write {:.1f} ms, "
                "total {:.1f} ms\n",
-               read_ms + parse_timings.parse_ms, parse_timings.validate_ms, plan_ms, write_ms,
-               total.lap());
+               read_ms, validate_ms, plan_ms, write_ms, total.lap());
   }
   return kExitOk;
 }

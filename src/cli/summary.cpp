@@ -10,7 +10,47 @@ double percent(std::int64_t part, std::int64_t whole) {
   return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
 
+/// Totals over a layout's buffers.
+struct LayoutTotals {
+  std::size_t params = 0;
+  std::size_t buckets = 0;
+  std::int64_t numel = 0;
+  std::int64_t padding = 0;
+  double param_bytes = 0;
+  double grad_bytes = 0;
+
+  void add(const BufferLayout& b) {
+    params += b.params.size();
+    buckets += b.buckets.size();
+    numel += b.numel;
+    padding += b.numel - b.param_numel();
+    param_bytes += static_cast<double>(b.numel) * dtype_bytes(b.key.param_dtype);
+    grad_bytes += static_cast<double>(b.numel) * dtype_bytes(b.key.grad_dtype);
+  }
+};
+
 }  // namespace
+
+void print_pipeline_summary(std::FILE* out, const std::vector<ChunkSummary>& chunks) {
+  constexpr const char* kRow = "  {:<40} {:>7} {:>17} {:>8} {:>12} {:>12}\n";
+  fmt::print(out, "pipeline: {} chunks\n", chunks.size());
+  fmt::print(out, kRow, "chunk", "params", "numel", "padding", "params/rank", "grads/rank");
+  std::size_t largest = 0;
+  double largest_bytes = -1;
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    LayoutTotals t;
+    for (const BufferLayout& b : chunks[i].layout->buffers) t.add(b);
+    fmt::print(out, kRow, chunks[i].name, t.params, group_digits(t.numel),
+               fmt::format("{:.2f}%", percent(t.padding, t.numel)), human_bytes(t.param_bytes),
+               human_bytes(t.grad_bytes));
+    if (t.param_bytes + t.grad_bytes > largest_bytes) {
+      largest_bytes = t.param_bytes + t.grad_bytes;
+      largest = i;
+    }
+  }
+  fmt::print(out, "  largest: {} ({} of params and grads per rank)\n", chunks[largest].name,
+             human_bytes(largest_bytes));
+}
 
 void print_plan_summary(std::FILE* out, const Manifest& manifest, const Layout& layout) {
   const PlanOptions& o = layout.options;
@@ -23,30 +63,19 @@ void print_plan_summary(std::FILE* out, const Manifest& manifest, const Layout& 
   constexpr const char* kRow = "  {:<32} {:>7} {:>8} {:>17} {:>8} {:>12} {:>12}\n";
   fmt::print(out, kRow, "buffer", "params", "buckets", "numel", "padding", "params/rank",
              "grads/rank");
-  std::size_t params = 0;
-  std::size_t buckets = 0;
-  std::int64_t numel = 0;
-  std::int64_t padding = 0;
-  double param_bytes = 0;
-  double grad_bytes = 0;
+  LayoutTotals total;
   for (const BufferLayout& b : layout.buffers) {
-    const std::int64_t pad = b.numel - b.param_numel();
-    const double pb = static_cast<double>(b.numel) * dtype_bytes(b.key.param_dtype);
-    const double gb = static_cast<double>(b.numel) * dtype_bytes(b.key.grad_dtype);
-    fmt::print(out, kRow, describe(b.key), b.params.size(), b.buckets.size(),
-               group_digits(b.numel), fmt::format("{:.2f}%", percent(pad, b.numel)),
-               human_bytes(pb), human_bytes(gb));
-    params += b.params.size();
-    buckets += b.buckets.size();
-    numel += b.numel;
-    padding += pad;
-    param_bytes += pb;
-    grad_bytes += gb;
+    LayoutTotals t;
+    t.add(b);
+    total.add(b);
+    fmt::print(out, kRow, describe(b.key), t.params, t.buckets, group_digits(t.numel),
+               fmt::format("{:.2f}%", percent(t.padding, t.numel)), human_bytes(t.param_bytes),
+               human_bytes(t.grad_bytes));
   }
   if (layout.buffers.size() > 1) {
-    fmt::print(out, kRow, "total", params, buckets, group_digits(numel),
-               fmt::format("{:.2f}%", percent(padding, numel)), human_bytes(param_bytes),
-               human_bytes(grad_bytes));
+    fmt::print(out, kRow, "total", total.params, total.buckets, group_digits(total.numel),
+               fmt::format("{:.2f}%", percent(total.padding, total.numel)),
+               human_bytes(total.param_bytes), human_bytes(total.grad_bytes));
   }
 }
 

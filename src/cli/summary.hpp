@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "paramlayout/layout.hpp"
 #include "paramlayout/manifest.hpp"
@@ -13,5 +14,15 @@ namespace paramlayout::cli {
 
 /// Per buffer: key, params, buckets, numel, padding %, bytes per rank of params and grads.
 void print_plan_summary(std::FILE* out, const Manifest& manifest, const Layout& layout);
+
+/// One model chunk of a pipeline, for print_pipeline_summary.
+struct ChunkSummary {
+  std::string name;
+  const Layout* layout = nullptr;
+};
+
+/// Per chunk (pipeline stage): params, numel, padding, bytes per rank of params and grads,
+/// and the largest, which decides the memory a job needs.
+void print_pipeline_summary(std::FILE* out, const std::vector<ChunkSummary>& chunks);
 
 }  // namespace paramlayout::cli

@@ -304,6 +304,58 @@ class Verify(unittest.TestCase):
             self.assertEqual(run("verify", self.MANIFEST, "--manifest", self.MANIFEST).returncode, 2)
 
 
+class Synth(unittest.TestCase):
+    def test_config_to_manifest_to_layouts_of_a_pipeline(self):
+        config = ROOT / "testdata/configs/llama3-70b.json"
+        with tempfile.TemporaryDirectory() as tmp:
+            manifests = []
+            for stage in range(4):
+                out = Path(tmp, f"stage{stage}.json")
+                result = run("synth", config, "--tp", "8", "--pp", "4", "--stage", stage, "-o", out)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertIn(f"llama3-70b-tp8-pp4-stage{stage}: LlamaForCausalLM", result.stdout)
+                manifests.append(out)
+            first = json.loads(manifests[0].read_text())
+            self.assertEqual(first["params"][0]["name"], "embedding.word_embeddings.weight")
+            # 128256 padded to a multiple of 128 * tp = 1024 (129024), split 8 ways.
+            self.assertEqual(first["params"][0]["shape"], [16128, 8192])
+            result = run("plan", *manifests, "--dp", "16", "-o", Path(tmp, "layouts"))
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("pipeline: 4 chunks", result.stdout)
+            self.assertIn("largest: llama3-70b-tp8-pp4-stage", result.stdout)
+            for stage in range(4):
+                layout = Path(tmp, "layouts", f"stage{stage}.layout.json")
+                check = run("check", layout, "--manifest", manifests[stage], "--replan")
+                self.assertEqual(check.returncode, 0, check.stdout)
+
+    def test_several_manifests_need_a_directory_and_write_nothing_on_error(self):
+        m = ROOT / "testdata/manifests/llama3-8b.json"
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run("plan", m, m, "--dp", "8")
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("several manifests need -o DIR", result.stderr)
+            result = run("plan", m, m, "--dp", "8", "-o", tmp)
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("another manifest also makes llama3-8b.layout.json", result.stderr)
+            bad = Path(tmp, "bad.json")
+            bad.write_text("{}")
+            result = run("plan", m, bad, "--dp", "8", "-o", Path(tmp, "out"))
+            self.assertEqual(result.returncode, 2)
+            self.assertFalse(Path(tmp, "out").exists(), "nothing written when a chunk fails")
+
+    def test_bad_config_and_split_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            config = Path(tmp, "config.json")
+            config.write_text('{"architectures": ["T5ForConditionalGeneration"]}')
+            result = run("synth", config)
+            self.assertEqual(result.returncode, 2)
+            self.assertIn('unknown architecture "T5ForConditionalGeneration"', result.stderr)
+            result = run("synth", ROOT / "testdata/configs/llama3-8b.json", "--tp", "3")
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("--tp 3 does not divide the 32 attention heads", result.stderr)
+            self.assertEqual(result.stdout, "")
+
+
 class Reference(unittest.TestCase):
     """The binary end to end on Megatron-LM's reference cases (the unit suite covers all)."""
 
