@@ -12,17 +12,21 @@ PARAMLAYOUT_PACKAGES=(
   doctest-dev libvalijson-dev                # unit tests; JSON Schema validation in tests
 )
 
+# The tests also run the torch tools (tools/paramlayout_*.py) on a real torch.
+PARAMLAYOUT_TEST_PACKAGES=(python3-torch)
+
 paramlayout_missing_packages() {
   local missing=() p
-  for p in "${PARAMLAYOUT_PACKAGES[@]}"; do
+  for p in "${PARAMLAYOUT_PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
   echo "${missing[@]}"
 }
 
+# Usage: paramlayout_install [EXTRA_PACKAGES...]
 paramlayout_install() {
   local missing
-  missing=$(paramlayout_missing_packages)
+  missing=$(paramlayout_missing_packages "$@")
   [ -z "$missing" ] && return 0
   if [ "$(id -u)" -eq 0 ]; then
     echo "Installing: $missing" >&2

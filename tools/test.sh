@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 source tools/setup.sh
 dir=${1:-build}
 shift || true
-paramlayout_install
+paramlayout_install "${PARAMLAYOUT_TEST_PACKAGES[@]}"
 paramlayout_configure "$dir" --werror "$@"
 meson compile -C "$dir"
 # The `slow` suite (verify-large: 120 G elements on the CPU) runs with `meson test --suite slow`.

@@ -67,17 +67,15 @@ TEST_SUITE("synth") {
     // SelfAttention builds linear_qkv), so order is not compared.
     const auto reference = [](const std::string& name) {
       std::multiset<std::string> out;
-      for (const json& p : json::parse(read_text(source_path("testdata/reference/manifests/" + name)))
-                               .at("params")) {
-        out.insert(p.dump());
-      }
+      const json manifest =
+          json::parse(read_text(source_path("testdata/reference/manifests/" + name)));
+      for (const json& p : manifest.at("params")) out.insert(p.dump());
       return out;
     };
     const auto made = [](const SynthModel& m) {
       std::multiset<std::string> out;
-      for (const json& p : json::parse(synth_manifest_json(m, DType::bfloat16)).at("params")) {
-        out.insert(p.dump());
-      }
+      const json manifest = json::parse(synth_manifest_json(m, DType::bfloat16));
+      for (const json& p : manifest.at("params")) out.insert(p.dump());
       return out;
     };
     CHECK(made(synth("llama3-8b")) == reference("llama3-8b.json"));

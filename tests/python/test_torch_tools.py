@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""tools/paramlayout_torch.py and tools/paramlayout_megatron.py on a real torch model, with
+the built paramlayout planning and checking what they produce.
+
+Exits 77 (skipped, with the reason) when torch cannot be imported.
+Usage: test_torch_tools.py PARAMLAYOUT SOURCE_ROOT
+"""
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+try:
+    import torch
+except ImportError as e:
+    print(f"SKIP: torch is not importable by {sys.executable}: {e}")
+    sys.exit(77)
+
+BINARY = os.path.abspath(sys.argv[1])
+ROOT = Path(sys.argv[2]).resolve()
+sys.path[:0] = [str(ROOT / "tools"), str(Path(__file__).resolve().parent)]
+
+import paramlayout_megatron  # noqa: E402
+import paramlayout_torch  # noqa: E402
+import tiny_model  # noqa: E402
+
+
+def run(*args, **kwargs):
+    return subprocess.run([*map(str, args)], capture_output=True, text=True, timeout=300,
+                          **kwargs)
+
+
+def plan(tmp, manifest_dict, *args):
+    manifest = Path(tmp, "manifest.json")
+    manifest.write_text(json.dumps(manifest_dict))
+    layout = Path(tmp, "layout.json")
+    result = run(BINARY, "plan", manifest, "-q", "-o", layout, *args)
+    assert result.returncode == 0, result.stderr
+    return manifest, layout
+
+
+# Stand-ins with the fields of megatron.core.optimizer.param_layout's classes.
+@dataclasses.dataclass(frozen=True)
+class BufferKey:
+    param_dtype: torch.dtype
+    grad_dtype: torch.dtype
+    is_expert_parallel: bool
+    is_managed_by_layer_wise_optimizer: bool = False
+
+
+@dataclasses.dataclass
+class PerBufferParamLayout:
+    param_index_map: Dict[torch.nn.Parameter, Tuple[int, int, int]] = dataclasses.field(
+        default_factory=dict)
+    bucket_indices: List[Tuple[int, int]] = dataclasses.field(default_factory=list)
+    per_bucket_numel_unpadded: List[int] = dataclasses.field(default_factory=list)
+    param_indices: List[int] = dataclasses.field(default_factory=list)
+    num_optimizer_shards: Optional[int] = None
+
+
+@dataclasses.dataclass
+class FullParamLayout:
+    layouts: Dict[BufferKey, PerBufferParamLayout] = dataclasses.field(default_factory=dict)
+
+
+def classes():
+    try:
+        return paramlayout_megatron.megatron_classes()
+    except ImportError:
+        return BufferKey, PerBufferParamLayout, FullParamLayout
+
+
+class TorchManifest(unittest.TestCase):
+    def test_trainable_params_in_order_with_attributes(self):
+        model = tiny_model.build()
+        m = paramlayout_torch.manifest_from_module(model, "tiny")
+        names = [e["name"] for e in m["params"]]
+        expected = [n for n, p in model.named_parameters() if p.requires_grad]
+        self.assertEqual(names, expected)
+        self.assertNotIn("layers.0.norm.bias", names)
+        entry = {e["name"]: e for e in m["params"]}
+        self.assertEqual(entry["embedding.weight"],
+                         {"name": "embedding.weight", "shape": [100, 64], "dtype": "bfloat16",
+                          "embedding_or_output": True})
+        self.assertTrue(entry["layers.1.experts.0"]["expert_parallel"])
+        self.assertFalse(entry["layers.1.proj.weight"]["use_muon"])
+        self.assertEqual(entry["layers.1.qkv.weight"]["gtp_remat_size"], 4)
+        self.assertEqual(entry["layers.0.proj.weight"]["storage"], "fp8")
+        self.assertEqual(entry["layers.0.qkv.bias"]["shape"], [192])
+        self.assertEqual(m["model"], "tiny")
+
+    def test_float32_and_unsupported_dtypes(self):
+        self.assertEqual(paramlayout_torch.manifest_from_module(torch.nn.Linear(3, 2))["params"][0]
+                         ["dtype"], "float32")
+        with self.assertRaisesRegex(ValueError, "weight: dtype torch.float64"):
+            paramlayout_torch.manifest_from_module(torch.nn.Linear(3, 2).double())
+
+    def test_command_line_then_plan_and_check(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp, "manifest.json")
+            env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent))
+            result = run(sys.executable, ROOT / "tools/paramlayout_torch.py", "tiny_model:build",
+                         "-o", out, env=env)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            for strategy in ("sequential-dp", "layerwise"):
+                layout = Path(tmp, f"{strategy}.json")
+                result = run(BINARY, "plan", out, "--dp", "4", "--strategy", strategy, "-q",
+                             "-o", layout)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                keys = {(b["param_dtype"], b["expert_parallel"])
+                        for b in json.loads(layout.read_text())["buffers"]}
+                self.assertIn(("uint8", False), keys)  # the fp8 param's buffer
+                self.assertIn(("bfloat16", True), keys)  # the experts'
+                check = run(BINARY, "check", layout, "--manifest", out, "--replan")
+                self.assertEqual(check.returncode, 0, check.stdout)
+            bad = run(sys.executable, ROOT / "tools/paramlayout_torch.py", "tiny_model", env=env)
+            self.assertEqual(bad.returncode, 2)
+            self.assertIn("expected package.module:function", bad.stderr)
+
+
+class MegatronLayout(unittest.TestCase):
+    def setUp(self):
+        self.model = tiny_model.build()
+        self.tmp = tempfile.TemporaryDirectory()
+        manifest = paramlayout_torch.manifest_from_module(self.model, "tiny")
+        _, self.layout_path = plan(self.tmp.name, manifest, "--dp", "4", "--strategy",
+                                   "layerwise", "--bucket-size", "10000")
+        self.layout = json.loads(self.layout_path.read_text())
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_every_param_at_its_offsets(self):
+        full = paramlayout_megatron.full_param_layout(self.layout_path, self.model,
+                                                      expect={"dp": 4}, classes=classes())
+        params = dict(self.model.named_parameters())
+        self.assertEqual(len(full.layouts), len(self.layout["buffers"]))
+        placed = 0
+        for b in self.layout["buffers"]:
+            key = next(k for k in full.layouts
+                       if k.is_expert_parallel == b["expert_parallel"]
+                       and k.is_managed_by_layer_wise_optimizer == b["layerwise"]
+                       and k.param_dtype == paramlayout_megatron.DTYPES[b["param_dtype"]])
+            per = full.layouts[key]
+            self.assertEqual(per.num_optimizer_shards, 4)
+            self.assertEqual(per.bucket_indices, [(k["start"], k["end"]) for k in b["buckets"]])
+            self.assertEqual(per.per_bucket_numel_unpadded,
+                             [k["numel_unpadded"] for k in b["buckets"]])
+            for p in b["params"]:
+                self.assertIs(next(q for q in per.param_index_map if q is params[p["name"]]),
+                              params[p["name"]])
+                self.assertEqual(per.param_index_map[params[p["name"]]],
+                                 (p["start"], p["end"], p["bucket"]))
+                placed += 1
+            self.assertEqual(per.param_indices, [p["index"] for p in b["params"]])
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.assertEqual(placed, len(trainable))
+
+    def test_mismatches_are_listed(self):
+        self.model.layers[1].qkv.weight = torch.nn.Parameter(torch.zeros(8, 64, dtype=torch.bfloat16))
+        self.model.extra = torch.nn.Parameter(torch.zeros(3))
+        with self.assertRaises(paramlayout_megatron.LayoutMismatch) as caught:
+            paramlayout_megatron.full_param_layout(self.layout_path, self.model,
+                                                   expect={"dp": 8}, classes=classes())
+        message = str(caught.exception)
+        self.assertIn("options.dp: the layout was planned with 4, the job uses 8", message)
+        self.assertIn("param 'layers.1.qkv.weight': 12288 elements in the layout, 512 in the model",
+                      message)
+        self.assertIn("param 'extra': trainable in the model chunk, missing from the layout",
+                      message)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])

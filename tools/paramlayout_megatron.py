@@ -1,0 +1,98 @@
+"""Layout v1 -> the objects Megatron-LM's DistributedDataParallel(full_param_layout=...) takes.
+
+Generate the layout ahead of time (`paramlayout plan`, checked and verified), then at
+start-up:
+
+    from paramlayout_megatron import full_param_layout
+    layout = full_param_layout("layouts/stage0.layout.json", model_chunk,
+                               expect={"dp": 64, "strategy": "layerwise"})
+    model_chunk = DistributedDataParallel(config, ddp_config, model_chunk,
+                                          full_param_layout=layout)
+
+Every param is matched by name with the chunk's trainable params, and names, sizes, dtypes
+and the recorded options are checked first: any mismatch raises LayoutMismatch listing them.
+"""
+import json
+
+import torch
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+          "uint8": torch.uint8}
+
+
+class LayoutMismatch(ValueError):
+    """The layout does not describe this model chunk."""
+
+
+def megatron_classes():
+    """(BufferKey, PerBufferParamLayout, FullParamLayout) from Megatron-LM."""
+    from megatron.core.optimizer.param_layout import (BufferKey, FullParamLayout,
+                                                      PerBufferParamLayout)
+    return BufferKey, PerBufferParamLayout, FullParamLayout
+
+
+def _storage_dtype(param):
+    for cls in type(param).__mro__:
+        if cls.__name__ in ("Float8Tensor", "Float8TensorBase", "MXFP8Tensor", "NVFP4Tensor"):
+            return torch.uint8
+    return param.dtype
+
+
+def full_param_layout(layout_path, model_chunk, expect=None, classes=None):
+    """The FullParamLayout of `model_chunk` that `layout_path` describes.
+
+    expect: options the job runs with (e.g. {"dp": 64, "strategy": "layerwise"}), checked
+    against those the layout was planned with. classes: (BufferKey, PerBufferParamLayout,
+    FullParamLayout), by default Megatron-LM's own.
+    """
+    BufferKey, PerBufferParamLayout, FullParamLayout = classes or megatron_classes()
+    with open(layout_path) as f:
+        layout = json.load(f)
+    if not str(layout.get("schema", "")).startswith("paramlayout.layout/v1"):
+        raise LayoutMismatch(f"{layout_path}: not a paramlayout layout v1 file")
+    problems = []
+    for key, value in (expect or {}).items():
+        recorded = layout["options"].get(key)
+        if recorded != value:
+            problems.append(f"options.{key}: the layout was planned with {recorded!r}, "
+                            f"the job uses {value!r}")
+    trainable = {name: p for name, p in model_chunk.named_parameters() if p.requires_grad}
+    placed = set()
+    full = FullParamLayout()
+    for i, b in enumerate(layout["buffers"]):
+        key = BufferKey(param_dtype=DTYPES[b["param_dtype"]], grad_dtype=DTYPES[b["grad_dtype"]],
+                        is_expert_parallel=b["expert_parallel"],
+                        is_managed_by_layer_wise_optimizer=b["layerwise"])
+        per = PerBufferParamLayout()
+        per.bucket_indices = [(k["start"], k["end"]) for k in b["buckets"]]
+        per.per_bucket_numel_unpadded = [k["numel_unpadded"] for k in b["buckets"]]
+        per.num_optimizer_shards = b["num_shards"]
+        for p in b["params"]:
+            name = p["name"]
+            where = f"buffer {i}, param {name!r}"
+            param = trainable.get(name)
+            if param is None:
+                problems.append(f"{where}: not a trainable param of the model chunk")
+                continue
+            placed.add(name)
+            if param.numel() != p["end"] - p["start"]:
+                problems.append(f"{where}: {p['end'] - p['start']} elements in the layout, "
+                                f"{param.numel()} in the model ({list(param.shape)})")
+            if _storage_dtype(param) != key.param_dtype:
+                problems.append(f"{where}: stored as {_storage_dtype(param)}, the buffer "
+                                f"holds {key.param_dtype}")
+            if (getattr(param, "allreduce", True) is False) != key.is_expert_parallel:
+                problems.append(f"{where}: expert_parallel does not match the param's "
+                                f"allreduce attribute")
+            per.param_index_map[param] = (p["start"], p["end"], p["bucket"])
+            per.param_indices.append(p["index"])
+        full.layouts[key] = per
+    for name in trainable:
+        if name not in placed:
+            problems.append(f"param {name!r}: trainable in the model chunk, missing from the layout")
+    if problems:
+        shown = "\n  ".join(problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise LayoutMismatch(f"{layout_path}: the layout does not fit the model chunk:\n"
+                             f"  {shown}{more}")
+    return full
