@@ -86,10 +86,14 @@ int run_synth(const SynthCommand& command) {
     std::FILE* out = to_stdout ? stderr : stdout;
     std::int64_t experts = 0;
     for (const SynthParam& p : model->params) experts += p.expert_parallel ? p.numel() : 0;
-    fmt::print(out, "{}: {} ({}), {} params, {} elements ({} in experts, {} vocab padding)\n",
-               model->model, model->architecture, command.config, model->params.size(),
-               group_digits(model->numel()), group_digits(experts),
-               group_digits(model->vocab_padding));
+    std::string parts;
+    if (experts > 0) parts += fmt::format(", {} in experts", group_digits(experts));
+    if (model->vocab_padding > 0) {
+      parts += fmt::format(", {} of vocab padding", group_digits(model->vocab_padding));
+    }
+    fmt::print(out, "{}: {} ({}), {} params, {} elements{}\n", model->model,
+               model->architecture, command.config, model->params.size(),
+               group_digits(model->numel()), parts);
     for (const std::string& note : model->notes) fmt::print(out, "  note: {}\n", note);
   }
   return kExitOk;
