@@ -20,6 +20,12 @@ enum class Strategy : std::uint8_t { unpadded, sequential_dp, layerwise };
 std::string_view to_string(Strategy strategy);
 std::optional<Strategy> parse_strategy(std::string_view name);
 
+/// How layerwise buffers are packed: Megatron-LM's greedy rules (bit-exact), or a packer
+/// that keeps every promise with less padding.
+enum class Packer : std::uint8_t { megatron, balanced };
+std::string_view to_string(Packer packer);
+std::optional<Packer> parse_packer(std::string_view name);
+
 /// Largest data-parallel size paramlayout plans for.
 inline constexpr std::int64_t kMaxDp = std::int64_t{1} << 20;
 
@@ -31,6 +37,7 @@ struct PlanOptions {
   std::optional<std::int64_t> bucket_size;  ///< nullopt: one bucket per buffer
   bool grad_reduce_in_fp32 = false;
   bool pad_for_high_nccl_busbw = false;
+  Packer packer = Packer::megatron;  ///< layerwise buffers only
 
   bool operator==(const PlanOptions&) const = default;
 };

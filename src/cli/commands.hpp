@@ -24,6 +24,7 @@ struct PlanCommand {
   std::string bucket_size;     ///< "" for Megatron's default, "none", or a count
   bool grad_reduce_in_fp32 = false;
   bool pad_for_high_nccl_busbw = false;
+  std::string packer = "megatron";
   std::string output;  ///< "" for stdout
   bool quiet = false;
   bool timings = false;
@@ -61,6 +62,14 @@ struct DiffCommand {
 };
 CLI::App* setup_diff(CLI::App& app, DiffCommand& command);
 int run_diff(const DiffCommand& command);
+
+struct StatsCommand {
+  std::string layout;
+  std::string manifest;
+  bool json = false;
+};
+CLI::App* setup_stats(CLI::App& app, StatsCommand& command);
+int run_stats(const StatsCommand& command);
 
 struct SynthCommand {
   std::string config;

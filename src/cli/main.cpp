@@ -21,11 +21,13 @@ int main(int argc, char** argv) {
   VerifyCommand verify;
   DiffCommand diff;
   SynthCommand synth;
+  StatsCommand stats;
   CLI::App* plan_app = setup_plan(app, plan);
   CLI::App* check_app = setup_check(app, check);
   CLI::App* verify_app = setup_verify(app, verify);
   CLI::App* diff_app = setup_diff(app, diff);
   CLI::App* synth_app = setup_synth(app, synth);
+  CLI::App* stats_app = setup_stats(app, stats);
 
   try {
     app.parse(argc, argv);
@@ -40,5 +42,6 @@ int main(int argc, char** argv) {
   if (verify_app->parsed()) return run_verify(verify);
   if (diff_app->parsed()) return run_diff(diff);
   if (synth_app->parsed()) return run_synth(synth);
+  if (stats_app->parsed()) return run_stats(stats);
   return kExitBadInput;
 }

@@ -41,6 +41,7 @@ PlanOptions options_from(const PlanCommand& command) {
   }
   options.grad_reduce_in_fp32 = command.grad_reduce_in_fp32;
   options.pad_for_high_nccl_busbw = command.pad_for_high_nccl_busbw;
+  options.packer = *parse_packer(command.packer);
   return options;
 }
 
@@ -73,6 +74,12 @@ CLI::App* setup_plan(CLI::App& app, PlanCommand& command) {
                 "Reduce gradients in float32 buffers");
   sub->add_flag("--pad-for-high-nccl-busbw", command.pad_for_high_nccl_busbw,
                 "Pad bucket ends to a multiple of 65536 too");
+  sub->add_option("--packer", command.packer,
+                  "Layerwise packing: megatron (Megatron-LM's, bit-exact) or balanced (the "
+                  "same promises, less padding)")
+      ->type_name("NAME")
+      ->check(one_of({"megatron", "balanced"}))
+      ->capture_default_str();
   sub->add_option("-o,--output", command.output,
                   "Write the layout here (atomically) instead of stdout; with several "
                   "manifests, a directory that gets NAME.layout.json per manifest NAME.json")
@@ -158,7 +165,9 @@ int run_plan(const PlanCommand& command) {
 
   Stopwatch phase;
   for (const PlannedChunk& c : chunks) {
-    if (Result<void> written = write_file_atomically(c.output, write_layout_json(c.layout));
+    const LayoutStats stats = layout_stats(c.layout, c.manifest);
+    if (Result<void> written =
+            write_file_atomically(c.output, write_layout_json(c.layout, &stats));
         !written) {
       print_error(written.error());
       return kExitBadInput;

@@ -31,6 +31,29 @@ struct LayoutTotals {
 
 }  // namespace
 
+void print_stats(std::FILE* out, const LayoutStats& s) {
+  fmt::print(out, "  padding {:.2f}% of param elements (floor {:.2f}%)", s.padding_percent(),
+             s.floor_percent());
+  if (s.cost_imbalance_bound > 1 || s.cost_imbalance > 1) {
+    fmt::print(out, "; Newton-Schulz cost per rank: max/mean {:.3f} (bound {:.3f})",
+               s.cost_imbalance, s.cost_imbalance_bound);
+  }
+  fmt::print(out, "\n  per rank: params {}, grads {}, optimizer state {}, total {}\n",
+             human_bytes(s.param_bytes), human_bytes(s.grad_bytes),
+             human_bytes(s.optimizer_bytes),
+             human_bytes(s.param_bytes + s.grad_bytes + s.optimizer_bytes));
+}
+
+std::string stats_json(const LayoutStats& s) {
+  return fmt::format(
+      "{{\"param_elements\": {}, \"padding\": {}, \"padding_percent\": {:.4f}, "
+      "\"floor_padding\": {}, \"floor_percent\": {:.4f}, \"cost_imbalance\": {:.6f}, "
+      "\"cost_imbalance_bound\": {:.6f}, \"bytes_per_rank\": {{\"params\": {:.0f}, "
+      "\"grads\": {:.0f}, \"optimizer\": {:.0f}}}}}\n",
+      s.param_elements, s.padding, s.padding_percent(), s.floor_padding, s.floor_percent(),
+      s.cost_imbalance, s.cost_imbalance_bound, s.param_bytes, s.grad_bytes, s.optimizer_bytes);
+}
+
 void print_pipeline_summary(std::FILE* out, const std::vector<ChunkSummary>& chunks) {
   constexpr const char* kRow = "  {:<40} {:>7} {:>17} {:>8} {:>12} {:>12}\n";
   fmt::print(out, "pipeline: {} chunks\n", chunks.size());
@@ -77,6 +100,7 @@ void print_plan_summary(std::FILE* out, const Manifest& manifest, const Layout& 
                fmt::format("{:.2f}%", percent(total.padding, total.numel)),
                human_bytes(total.param_bytes), human_bytes(total.grad_bytes));
   }
+  print_stats(out, layout_stats(layout, manifest));
 }
 
 }  // namespace paramlayout::cli

@@ -8,12 +8,18 @@
 
 #include "paramlayout/layout.hpp"
 #include "paramlayout/manifest.hpp"
+#include "paramlayout/stats.hpp"
 #include "paramlayout/text.hpp"
 
 namespace paramlayout::cli {
 
 /// Per buffer: key, params, buckets, numel, padding %, bytes per rank of params and grads.
 void print_plan_summary(std::FILE* out, const Manifest& manifest, const Layout& layout);
+
+/// Padding and its floor, Newton-Schulz balance, memory per rank: a few lines.
+void print_stats(std::FILE* out, const LayoutStats& stats);
+/// The same as one JSON object.
+std::string stats_json(const LayoutStats& stats);
 
 /// One model chunk of a pipeline, for print_pipeline_summary.
 struct ChunkSummary {

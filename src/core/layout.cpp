@@ -43,6 +43,16 @@ std::int64_t BufferLayout::param_numel() const {
   return total;
 }
 
+std::string_view to_string(Packer packer) {
+  return packer == Packer::balanced ? "balanced" : "megatron";
+}
+
+std::optional<Packer> parse_packer(std::string_view name) {
+  if (name == "megatron") return Packer::megatron;
+  if (name == "balanced") return Packer::balanced;
+  return std::nullopt;
+}
+
 std::int64_t bucket_divisor(std::int64_t dp, bool pad_for_high_nccl_busbw) {
   std::int64_t d = std::lcm(dp, std::int64_t{128});
   return pad_for_high_nccl_busbw ? std::lcm(d, std::int64_t{65536}) : d;

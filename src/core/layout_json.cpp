@@ -48,7 +48,7 @@ void read_options(json::Reader& r, json::Element value, const json::Path& path,
   json::read_members(
       r, value, path,
       {"strategy", "dp", "expert_dp", "bucket_size", "grad_reduce_in_fp32",
-       "pad_for_high_nccl_busbw"},
+       "pad_for_high_nccl_busbw", "packer"},
       {"strategy", "dp", "bucket_size"},
       [&](std::size_t slot, json::Element v, const json::Path& p) {
         switch (slot) {
@@ -74,6 +74,13 @@ void read_options(json::Reader& r, json::Element value, const json::Path& path,
             break;
           case 5:
             options.pad_for_high_nccl_busbw = r.boolean(v, p);
+            break;
+          case 6:
+            if (auto packer = parse_packer(r.string(v, p))) {
+              options.packer = *packer;
+            } else {
+              r.expected(p, "one of \"megatron\", \"balanced\"", v);
+            }
             break;
           default:
             break;
@@ -200,7 +207,7 @@ void read_buffer(json::Reader& r, json::Element value, const json::Path& path,
 
 }  // namespace
 
-std::string write_layout_json(const Layout& layout) {
+std::string write_layout_json(const Layout& layout, const LayoutStats* stats) {
   std::string text;
   std::size_t params = 0;
   for (const BufferLayout& b : layout.buffers) params += b.params.size() + b.buckets.size();
@@ -216,7 +223,22 @@ std::string write_layout_json(const Layout& layout) {
       .raw(", \"bucket_size\": ").optional(o.bucket_size)
       .raw(", \"grad_reduce_in_fp32\": ").boolean(o.grad_reduce_in_fp32)
       .raw(", \"pad_for_high_nccl_busbw\": ").boolean(o.pad_for_high_nccl_busbw)
-      .raw("},\n  \"buffers\": [");
+      .raw(", \"packer\": \"").raw(to_string(o.packer)).raw("\"}");
+  if (stats != nullptr) {
+    w.raw(",\n  \"stats\": {\"param_elements\": ").integer(stats->param_elements)
+        .raw(", \"padding\": ").integer(stats->padding)
+        .raw(", \"floor_padding\": ").integer(stats->floor_padding)
+        .raw(", \"padding_percent\": ").raw(fmt::format("{:.4f}", stats->padding_percent()))
+        .raw(", \"floor_percent\": ").raw(fmt::format("{:.4f}", stats->floor_percent()))
+        .raw(", \"cost_imbalance\": ").raw(fmt::format("{:.6f}", stats->cost_imbalance))
+        .raw(", \"cost_imbalance_bound\": ")
+        .raw(fmt::format("{:.6f}", stats->cost_imbalance_bound))
+        .raw(", \"bytes_per_rank\": {\"params\": ").raw(fmt::format("{:.0f}", stats->param_bytes))
+        .raw(", \"grads\": ").raw(fmt::format("{:.0f}", stats->grad_bytes))
+        .raw(", \"optimizer\": ").raw(fmt::format("{:.0f}", stats->optimizer_bytes))
+        .raw("}}");
+  }
+  w.raw(",\n  \"buffers\": [");
   const char* sep = "\n";
   for (const BufferLayout& buffer : layout.buffers) {
     w.raw(sep);

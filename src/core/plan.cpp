@@ -67,6 +67,12 @@ void BufferBuilder::add_bucket(Wide start, Wide end, Wide numel_unpadded) {
                           static_cast<std::int64_t>(numel_unpadded)});
 }
 
+void BufferBuilder::take(BufferLayout&& from, Wide max_offset) {
+  out_.buckets = std::move(from.buckets);
+  out_.params = std::move(from.params);
+  max_offset_ = std::max(max_offset_, max_offset);
+}
+
 }  // namespace strategies
 
 Result<Layout> plan(const Manifest& manifest, const PlanOptions& options) {
@@ -94,7 +100,12 @@ Result<Layout> plan(const Manifest& manifest, const PlanOptions& options) {
         strategies::lay_out_sequential_dp(job, builder);
         break;
       case Strategy::layerwise:
-        if (Result<void> r = strategies::lay_out_layerwise(job, builder); !r) return r.error();
+        if (Result<void> r = options.packer == Packer::balanced
+                                 ? strategies::lay_out_layerwise_balanced(job, builder)
+                                 : strategies::lay_out_layerwise(job, builder);
+            !r) {
+          return r.error();
+        }
         break;
     }
     if (!builder.fits()) {

@@ -18,9 +18,6 @@
 #include "strategies.hpp"
 
 namespace paramlayout::strategies {
-namespace {
-
-constexpr Wide kWideMax = ~(Wide{1} << 127);
 
 /// Newton-Schulz cost estimate: big * small^2 for matrices (dim 0 scaled by the GTP
 /// rematerialisation factor), numel otherwise. nullopt when it does not fit in 127 bits.
@@ -39,6 +36,10 @@ std::optional<Wide> newton_schulz_cost(const Param& param) {
   }
   return cost;
 }
+
+namespace {
+
+constexpr Wide kWideMax = ~(Wide{1} << 127);
 
 /// Up to this many shards, scanning them all beats any tree.
 constexpr std::int64_t kScanLimit = 64;

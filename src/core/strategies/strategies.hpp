@@ -28,6 +28,9 @@ class BufferBuilder {
   /// Places param `k` of the job at [start, start + numel) in bucket `bucket`.
   void place(const BufferJob& job, std::size_t k, Wide start, std::int64_t bucket);
   void add_bucket(Wide start, Wide end, Wide numel_unpadded);
+  /// Takes the buckets and params another builder made for the same buffer.
+  void take(BufferLayout&& from, Wide max_offset);
+  BufferLayout& layout() { return out_; }
   /// False when some offset does not fit in 64 bits.
   bool fits() const { return max_offset_ <= kMaxOffset; }
   Wide max_offset() const { return max_offset_; }
@@ -40,7 +43,13 @@ class BufferBuilder {
 
 void lay_out_unpadded(const BufferJob& job, BufferBuilder& out);
 void lay_out_sequential_dp(const BufferJob& job, BufferBuilder& out);
+/// Newton-Schulz cost estimate of section 4: big * small^2 for matrices (dim 0 scaled by
+/// the GTP rematerialisation factor), numel otherwise; nullopt beyond 127 bits.
+std::optional<Wide> newton_schulz_cost(const Param& param);
+
 /// Fails only when a Newton-Schulz cost does not fit in 127 bits.
 Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out);
+/// The `balanced` packer: the same promises, less padding (layerwise_balanced.cpp).
+Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out);
 
 }  // namespace paramlayout::strategies

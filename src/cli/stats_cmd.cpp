@@ -1,0 +1,47 @@
+// paramlayout stats: the quality figures of an existing layout.
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "inputs.hpp"
+#include "io.hpp"
+#include "paramlayout/stats.hpp"
+#include "summary.hpp"
+
+namespace paramlayout::cli {
+
+CLI::App* setup_stats(CLI::App& app, StatsCommand& command) {
+  CLI::App* sub = app.add_subcommand(
+      "stats", "Padding against its floor, Newton-Schulz balance and memory per rank");
+  sub->add_option("LAYOUT", command.layout, "Layout v1 JSON file")->type_name("FILE")->required();
+  sub->add_option("--manifest", command.manifest, "The manifest it was planned from (shapes)")
+      ->type_name("FILE")
+      ->required();
+  sub->add_flag("--json", command.json, "One JSON object on stdout");
+  return sub;
+}
+
+int run_stats(const StatsCommand& command) {
+  Result<Manifest> manifest = load_manifest(command.manifest);
+  if (!manifest) {
+    print_error(manifest.error());
+    return kExitBadInput;
+  }
+  Result<Layout> layout = load_layout(command.layout);
+  if (!layout) {
+    print_error(layout.error());
+    return kExitBadInput;
+  }
+  const LayoutStats stats = layout_stats(*layout, *manifest);
+  if (command.json) {
+    fmt::print("{}", stats_json(stats));
+    return kExitOk;
+  }
+  fmt::print("{}: {} {}\n", display_name(command.layout), to_string(layout->options.strategy),
+             layout->options.strategy == Strategy::layerwise
+                 ? fmt::format("({} packer)", to_string(layout->options.packer))
+                 : std::string());
+  print_stats(stdout, stats);
+  return kExitOk;
+}
+
+}  // namespace paramlayout::cli
