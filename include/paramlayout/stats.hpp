@@ -31,6 +31,7 @@ struct LayoutStats {
   std::int64_t floor_padding = 0;  ///< sum of floor - param elements
   /// Newton-Schulz cost over ranks (the layerwise buffers of each shard count added up):
   /// max / mean, and the lower bound max(mean, largest single cost) / mean.
+  bool has_layerwise = false;  ///< the cost figures below are about layerwise buffers
   double cost_imbalance = 1;
   double cost_imbalance_bound = 1;
   /// Bytes per rank. Megatron-LM's DDP keeps whole param and grad buffers on every rank;

@@ -34,7 +34,7 @@ struct LayoutTotals {
 void print_stats(std::FILE* out, const LayoutStats& s) {
   fmt::print(out, "  padding {:.2f}% of param elements (floor {:.2f}%)", s.padding_percent(),
              s.floor_percent());
-  if (s.cost_imbalance_bound > 1 || s.cost_imbalance > 1) {
+  if (s.has_layerwise) {
     fmt::print(out, "; Newton-Schulz cost per rank: max/mean {:.3f} (bound {:.3f})",
                s.cost_imbalance, s.cost_imbalance_bound);
   }

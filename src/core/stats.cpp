@@ -43,6 +43,7 @@ LayoutStats layout_stats(const Layout& layout, const Manifest& manifest) {
     s.floor = b.numel;
     const std::int64_t shards = b.num_shards.value_or(1);
     if (b.strategy == Strategy::layerwise) {
+      stats.has_layerwise = true;
       std::int64_t largest = 0;
       s.rank_cost.assign(static_cast<std::size_t>(shards), 0.0);
       for (const ParamSlot& p : b.params) {

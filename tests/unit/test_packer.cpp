@@ -55,7 +55,7 @@ TEST_SUITE("packer") {
               *std::max_element(mc.begin(), mc.end()) * (1 + 1e-9));
       }
     }
-    CHECK(layerwise >= 40);
+    CHECK(layerwise == 70);
   }
 
   TEST_CASE("balanced pads much less on real model shapes at dp 8 and 16") {
