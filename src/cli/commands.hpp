@@ -63,6 +63,13 @@ struct DiffCommand {
 CLI::App* setup_diff(CLI::App& app, DiffCommand& command);
 int run_diff(const DiffCommand& command);
 
+struct RenderCommand {
+  std::string layout;
+  std::string output;  ///< "" for stdout
+};
+CLI::App* setup_render(CLI::App& app, RenderCommand& command);
+int run_render(const RenderCommand& command);
+
 struct StatsCommand {
   std::string layout;
   std::string manifest;

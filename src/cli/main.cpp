@@ -22,12 +22,14 @@ int main(int argc, char** argv) {
   DiffCommand diff;
   SynthCommand synth;
   StatsCommand stats;
+  RenderCommand render;
   CLI::App* plan_app = setup_plan(app, plan);
   CLI::App* check_app = setup_check(app, check);
   CLI::App* verify_app = setup_verify(app, verify);
   CLI::App* diff_app = setup_diff(app, diff);
   CLI::App* synth_app = setup_synth(app, synth);
   CLI::App* stats_app = setup_stats(app, stats);
+  CLI::App* render_app = setup_render(app, render);
 
   try {
     app.parse(argc, argv);
@@ -43,5 +45,6 @@ int main(int argc, char** argv) {
   if (diff_app->parsed()) return run_diff(diff);
   if (synth_app->parsed()) return run_synth(synth);
   if (stats_app->parsed()) return run_stats(stats);
+  if (render_app->parsed()) return run_render(render);
   return kExitBadInput;
 }

@@ -356,6 +356,61 @@ class Synth(unittest.TestCase):
             self.assertEqual(result.stdout, "")
 
 
+class StatsAndRender(unittest.TestCase):
+    def test_stats_of_both_packers(self):
+        m = ROOT / "testdata/reference/manifests/mixtral-8x7b-tp2-ep8.json"
+        with tempfile.TemporaryDirectory() as tmp:
+            figures = {}
+            for packer in ("megatron", "balanced"):
+                layout = planned(tmp, m, "--dp", "8", "--strategy", "layerwise", "--packer", packer)
+                result = run("stats", layout, "--manifest", m, "--json")
+                self.assertEqual(result.returncode, 0, result.stderr)
+                figures[packer] = json.loads(result.stdout)
+                embedded = json.loads(layout.read_text())
+                self.assertEqual(embedded["options"]["packer"], packer)
+                self.assertEqual(embedded["stats"]["padding"], figures[packer]["padding"])
+                text = run("stats", layout, "--manifest", m).stdout
+                self.assertIn(f"({packer} packer)", text)
+                self.assertIn("per rank: params", text)
+            self.assertLess(figures["balanced"]["padding"], figures["megatron"]["padding"])
+            self.assertEqual(run("stats", m, "--manifest", m).returncode, 2)
+
+    def svg_of(self, tmp, layout):
+        out = Path(tmp, "layout.svg")
+        result = run("render", layout, "-o", out)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        import xml.etree.ElementTree as ElementTree
+        return ElementTree.parse(out).getroot(), out
+
+    def test_every_param_is_drawn(self):
+        m = ROOT / "testdata/manifests/llama3-8b.json"
+        with tempfile.TemporaryDirectory() as tmp:
+            layout = planned(tmp, m, "--dp", "8", "--strategy", "layerwise")
+            params = {p["name"] for b in json.loads(layout.read_text())["buffers"] for p in b["params"]}
+            svg, _ = self.svg_of(tmp, layout)
+            ns = "{http://www.w3.org/2000/svg}"
+            named, merged = set(), 0
+            for title in svg.iter(ns + "title"):
+                text = title.text or ""
+                if text.endswith(" small params"):
+                    merged += int(text.split()[0])
+                elif " [" in text and not text.startswith("bucket "):
+                    named.add(text.split(" [")[0])
+            self.assertFalse(named - params, "only layout params are drawn")
+            self.assertGreaterEqual(len(named) + merged, len(params))
+            self.assertGreater(len(named), 100)
+
+    def test_thirty_thousand_params_stay_small(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            manifest = Path(tmp, "deepseek.json")
+            self.assertEqual(run("synth", ROOT / "testdata/configs/deepseek-v3.json", "-q", "-o",
+                                 manifest).returncode, 0)
+            layout = planned(tmp, manifest, "--dp", "64", "--strategy", "layerwise")
+            svg, path = self.svg_of(tmp, layout)
+            self.assertLess(path.stat().st_size, 16 << 20)
+            self.assertEqual(svg.tag, "{http://www.w3.org/2000/svg}svg")
+
+
 class Reference(unittest.TestCase):
     """The binary end to end on Megatron-LM's reference cases (the unit suite covers all)."""
 
