@@ -76,8 +76,9 @@ shards of that size, and the last bucket of a run is nearly empty.
 2. cuts the run into that many buckets of about equal totals, and also tries a few counts
    fewer (larger buckets: bucket_size is a soft target), keeping the count that pads least;
 3. gives each bucket the smallest shard size (from max(total / dp, largest param) up,
-   galloping then bisecting) at which its params pack: first costliest matrix to the
-   cheapest shard with room (balancing Newton-Schulz work), else best-fit-decreasing by size;
+   galloping then bisecting) at which best-fit-decreasing packs its params; at that size the
+   params are then packed by cost where they fit (costliest matrix to the cheapest shard with
+   room, balancing Newton-Schulz work), else left as best-fit placed them;
 4. assigns the bucket's shards to ranks costliest-first onto the least-loaded ranks, loads
    kept across the buffer's buckets;
 5. packs the buffer Megatron-LM's way too, and keeps that layout where `balanced` would pad

@@ -22,26 +22,38 @@ namespace paramlayout::strategies {
 namespace {
 
 /// Dp bins of one capacity, filled best-fit: an item goes to the fullest bin it fits in.
+/// A scan for few bins, an ordered set of (room, bin) for many.
 class Bins {
  public:
-  Bins(std::int64_t count, Wide capacity) : fill_(static_cast<std::size_t>(count), 0) {
-    for (std::int64_t b = 0; b < count; ++b) room_.insert({capacity, b});
+  Bins(std::int64_t count, Wide capacity) : room_(static_cast<std::size_t>(count), capacity) {
+    if (count <= kScanBins) return;
+    for (std::int64_t b = 0; b < count; ++b) by_room_.insert({capacity, b});
   }
   /// Puts an item of `size` (its aligned span) in a bin; -1 when none has room.
   std::int64_t put(Wide size) {
-    auto it = room_.lower_bound({size, -1});
-    if (it == room_.end()) return -1;
-    const auto [room, bin] = *it;
-    room_.erase(it);
-    room_.insert({room - size, bin});
-    fill_[static_cast<std::size_t>(bin)] += size;
+    std::int64_t bin = -1;
+    if (by_room_.empty()) {
+      for (std::size_t b = 0; b < room_.size(); ++b) {
+        if (room_[b] >= size && (bin < 0 || room_[b] < room_[static_cast<std::size_t>(bin)])) {
+          bin = static_cast<std::int64_t>(b);
+        }
+      }
+    } else {
+      auto it = by_room_.lower_bound({size, -1});
+      if (it != by_room_.end()) {
+        bin = it->second;
+        by_room_.erase(it);
+        by_room_.insert({room_[static_cast<std::size_t>(bin)] - size, bin});
+      }
+    }
+    if (bin >= 0) room_[static_cast<std::size_t>(bin)] -= size;
     return bin;
   }
-  Wide fill(std::int64_t bin) const { return fill_[static_cast<std::size_t>(bin)]; }
 
  private:
-  std::set<std::pair<Wide, std::int64_t>> room_;
-  std::vector<Wide> fill_;
+  static constexpr std::int64_t kScanBins = 64;
+  std::vector<Wide> room_;
+  std::set<std::pair<Wide, std::int64_t>> by_room_;
 };
 
 /// Up to this many shards, packing first tries to balance cost (a scan of the bins per item).
@@ -97,14 +109,14 @@ class BalancedPacker {
   /// else best-fit-decreasing by size (which fits more). The bin of each position, or
   /// nothing when neither places every item.
   std::optional<std::vector<std::int64_t>> pack(std::size_t from, std::size_t to,
-                                                Wide capacity) const {
+                                                Wide capacity, bool by_cost) const {
     std::vector<std::size_t> items(to - from);
     for (std::size_t q = from; q < to; ++q) items[q - from] = q;
     std::vector<std::int64_t> bin_of(to - from);
-    if (dp_ <= kCostAwareLimit) {
-      std::stable_sort(items.begin(), items.end(), [&](std::size_t a, std::size_t b) {
-        return cost_[order_[a]] > cost_[order_[b]] ||
-               (cost_[order_[a]] == cost_[order_[b]] && span(a) > span(b));
+    if (by_cost && dp_ <= kCostAwareLimit) {
+      std::sort(items.begin(), items.end(), [&](std::size_t a, std::size_t b) {
+        if (cost_[order_[a]] != cost_[order_[b]]) return cost_[order_[a]] > cost_[order_[b]];
+        return span(a) > span(b) || (span(a) == span(b) && a < b);
       });
       std::vector<Wide> room(static_cast<std::size_t>(dp_), capacity);
       std::vector<Wide> load(static_cast<std::size_t>(dp_), 0);
@@ -124,8 +136,9 @@ class BalancedPacker {
       }
       if (placed) return bin_of;
     }
-    std::stable_sort(items.begin(), items.end(),
-                     [&](std::size_t a, std::size_t b) { return span(a) > span(b); });
+    std::sort(items.begin(), items.end(), [&](std::size_t a, std::size_t b) {
+      return span(a) > span(b) || (span(a) == span(b) && a < b);
+    });
     Bins bins(dp_, capacity);
     for (std::size_t q : items) {
       const std::int64_t bin = bins.put(span(q));
@@ -147,7 +160,7 @@ class BalancedPacker {
     }
     const Wide lowest = pad_to(std::max({at_least, largest, (total + dp_ - 1) / dp_}),
                                Wide{shard_divisor_});
-    if (std::optional<std::vector<std::int64_t>> bins = pack(from, to, lowest)) {
+    if (std::optional<std::vector<std::int64_t>> bins = pack(from, to, lowest, false)) {
       return {lowest, std::move(*bins)};
     }
     // Gallop up from `lowest` to a capacity that packs, then bisect down to within
@@ -156,7 +169,7 @@ class BalancedPacker {
     Wide step = std::max<Wide>(lowest / 256, shard_divisor_);
     Wide capacity = pad_to(lowest + step, Wide{shard_divisor_});
     std::optional<std::vector<std::int64_t>> bins;
-    while (!(bins = pack(from, to, capacity))) {
+    while (!(bins = pack(from, to, capacity, false))) {
       failed = capacity;
       step *= 2;
       capacity = pad_to(lowest + step, Wide{shard_divisor_});
@@ -165,7 +178,7 @@ class BalancedPacker {
     while (capacity - failed > resolution) {
       const Wide middle = pad_to(failed + (capacity - failed) / 2, Wide{shard_divisor_});
       if (middle >= capacity) break;
-      if (std::optional<std::vector<std::int64_t>> tighter = pack(from, to, middle)) {
+      if (std::optional<std::vector<std::int64_t>> tighter = pack(from, to, middle, false)) {
         capacity = middle;
         bins = std::move(tighter);
       } else {
@@ -180,7 +193,8 @@ class BalancedPacker {
   std::size_t pack_run(std::size_t from, std::size_t end) {
     const std::optional<std::int64_t>& bucket_size = job_.options.bucket_size;
     if (!bucket_size) {
-      emit(from, end, smallest_fit(from, end, 0).second);
+      auto [capacity, bins] = smallest_fit(from, end, 0);
+      emit(from, end, capacity, std::move(bins));
       return end;
     }
     // How many buckets: greedily, each takes params while they fit dp shards of
@@ -218,7 +232,9 @@ class BalancedPacker {
       std::vector<Bucket> option = cut(from, end, count, run_total, target);
       if (best.empty() || size_of(option) < size_of(best)) best = std::move(option);
     }
-    for (const Bucket& bucket : best) emit(bucket.from, bucket.to, bucket.bins);
+    for (Bucket& bucket : best) {
+      emit(bucket.from, bucket.to, bucket.size / dp_, std::move(bucket.bins));
+    }
     return end;
   }
 
@@ -260,7 +276,11 @@ class BalancedPacker {
 
   /// Places positions [from, to) by their bins, giving the costliest bin the least-loaded
   /// shard, and closes the bucket.
-  void emit(std::size_t from, std::size_t to, const std::vector<std::int64_t>& bin_of) {
+  void emit(std::size_t from, std::size_t to, Wide capacity, std::vector<std::int64_t> bin_of) {
+    // The sizes are settled; at the same capacity, packing by cost balances the ranks.
+    if (std::optional<std::vector<std::int64_t>> by_cost = pack(from, to, capacity, true)) {
+      bin_of = std::move(*by_cost);
+    }
     std::vector<Wide> bin_cost(static_cast<std::size_t>(dp_), 0);
     std::vector<Wide> bin_fill(static_cast<std::size_t>(dp_), 0);
     Wide numel = 0;
