@@ -6,9 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/setup.sh
-paramlayout_install
-paramlayout_configure build-release -Dbuildtype=release -Dtests=disabled
-meson compile -C build-release >/dev/null
+paramlayout_release_build
 
 bin=build-release/paramlayout
 data=build-release/packers

@@ -11,9 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/setup.sh
-paramlayout_install
-paramlayout_configure build-release -Dbuildtype=release -Dtests=disabled
-meson compile -C build-release >/dev/null
+paramlayout_release_build
 
 data=build-release/bench
 mkdir -p "$data"

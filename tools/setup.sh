@@ -46,3 +46,10 @@ paramlayout_configure() {
     meson setup "$dir" "$@" >/dev/null || { meson setup "$dir" "$@"; return 1; }
   fi
 }
+
+# The benchmarks' build: release, no tests, in build-release/.
+paramlayout_release_build() {
+  paramlayout_install
+  paramlayout_configure build-release -Dbuildtype=release -Dtests=disabled
+  meson compile -C build-release >/dev/null
+}

@@ -39,19 +39,16 @@ CLI::App* setup_check(CLI::App& app, CheckCommand& command) {
 }
 
 int run_check(const CheckCommand& command) {
-  Result<Manifest> manifest = load_manifest(command.manifest);
-  if (!manifest) {
-    print_error(manifest.error());
+  Result<LayoutWithManifest> inputs = load_layout_with_manifest(command.layout, command.manifest);
+  if (!inputs) {
+    print_error(inputs.error());
     return kExitBadInput;
   }
-  Result<Layout> layout = load_layout(command.layout);
-  if (!layout) {
-    print_error(layout.error());
-    return kExitBadInput;
-  }
-  std::vector<Violation> violations = check_layout(*layout, *manifest);
+  const Manifest& manifest = inputs->manifest;
+  Layout& layout = inputs->layout;
+  std::vector<Violation> violations = check_layout(layout, manifest);
   if (command.replan) {
-    for (Violation& v : compare_with_replan(*layout, *manifest)) {
+    for (Violation& v : compare_with_replan(layout, manifest)) {
       v.what = "stale: " + v.what;
       violations.push_back(std::move(v));
     }
@@ -59,8 +56,8 @@ int run_check(const CheckCommand& command) {
   const std::string name = display_name(command.layout);
   if (violations.empty()) {
     fmt::print("{}: holds: {} params, {} buffer{}, {} buckets keep every promise{}\n", name,
-               param_count(*layout), layout->buffers.size(),
-               layout->buffers.size() == 1 ? "" : "s", bucket_count(*layout),
+               param_count(layout), layout.buffers.size(),
+               layout.buffers.size() == 1 ? "" : "s", bucket_count(layout),
                command.replan ? ", and a fresh plan gives the same layout" : "");
     return kExitOk;
   }

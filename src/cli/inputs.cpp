@@ -19,4 +19,13 @@ Result<Layout> load_layout(const std::string& path) {
   return parse_layout(*text, display_name(path));
 }
 
+Result<LayoutWithManifest> load_layout_with_manifest(const std::string& layout_path,
+                                                     const std::string& manifest_path) {
+  Result<Manifest> manifest = load_manifest(manifest_path);
+  if (!manifest) return manifest.error();
+  Result<Layout> layout = load_layout(layout_path);
+  if (!layout) return layout.error();
+  return LayoutWithManifest{std::move(*manifest), std::move(*layout)};
+}
+
 }  // namespace paramlayout::cli

@@ -15,4 +15,12 @@ std::string display_name(const std::string& path);
 Result<Manifest> load_manifest(const std::string& path);
 Result<Layout> load_layout(const std::string& path);
 
+/// A layout and the manifest it was planned from, as check, verify and stats read them.
+struct LayoutWithManifest {
+  Manifest manifest;
+  Layout layout;
+};
+Result<LayoutWithManifest> load_layout_with_manifest(const std::string& layout_path,
+                                                     const std::string& manifest_path);
+
 }  // namespace paramlayout::cli

@@ -21,24 +21,21 @@ CLI::App* setup_stats(CLI::App& app, StatsCommand& command) {
 }
 
 int run_stats(const StatsCommand& command) {
-  Result<Manifest> manifest = load_manifest(command.manifest);
-  if (!manifest) {
-    print_error(manifest.error());
+  Result<LayoutWithManifest> inputs = load_layout_with_manifest(command.layout, command.manifest);
+  if (!inputs) {
+    print_error(inputs.error());
     return kExitBadInput;
   }
-  Result<Layout> layout = load_layout(command.layout);
-  if (!layout) {
-    print_error(layout.error());
-    return kExitBadInput;
-  }
-  const LayoutStats stats = layout_stats(*layout, *manifest);
+  const Manifest& manifest = inputs->manifest;
+  Layout& layout = inputs->layout;
+  const LayoutStats stats = layout_stats(layout, manifest);
   if (command.json) {
     fmt::print("{}", stats_json(stats));
     return kExitOk;
   }
-  fmt::print("{}: {} {}\n", display_name(command.layout), to_string(layout->options.strategy),
-             layout->options.strategy == Strategy::layerwise
-                 ? fmt::format("({} packer)", to_string(layout->options.packer))
+  fmt::print("{}: {} {}\n", display_name(command.layout), to_string(layout.options.strategy),
+             layout.options.strategy == Strategy::layerwise
+                 ? fmt::format("({} packer)", to_string(layout.options.packer))
                  : std::string());
   print_stats(stdout, stats);
   return kExitOk;

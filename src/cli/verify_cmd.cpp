@@ -112,16 +112,13 @@ CLI::App* setup_verify(CLI::App& app, VerifyCommand& command) {
 }
 
 int run_verify(const VerifyCommand& command) {
-  Result<Manifest> manifest = load_manifest(command.manifest);
-  if (!manifest) {
-    print_error(manifest.error());
+  Result<LayoutWithManifest> inputs = load_layout_with_manifest(command.layout, command.manifest);
+  if (!inputs) {
+    print_error(inputs.error());
     return kExitBadInput;
   }
-  Result<Layout> layout = load_layout(command.layout);
-  if (!layout) {
-    print_error(layout.error());
-    return kExitBadInput;
-  }
+  const Manifest& manifest = inputs->manifest;
+  Layout& layout = inputs->layout;
   const std::string name = display_name(command.layout);
 
   VerifyOptions options;
@@ -147,7 +144,7 @@ int run_verify(const VerifyCommand& command) {
       std::fflush(stderr);
     };
   }
-  Result<VerifyReport> report = verify_layout(*layout, *manifest, options);
+  Result<VerifyReport> report = verify_layout(layout, manifest, options);
   if (!report) {
     print_error(report.error());
     return kExitBadInput;
@@ -155,7 +152,7 @@ int run_verify(const VerifyCommand& command) {
   for (const std::string& note : report->notes) fmt::print(stderr, "paramlayout: note: {}\n", note);
   if (!command.report.empty()) {
     if (Result<void> written =
-            write_file_atomically(command.report, verify_report_json(*report, *layout));
+            write_file_atomically(command.report, verify_report_json(*report, layout));
         !written) {
       print_error(written.error());
       return kExitBadInput;
@@ -171,7 +168,7 @@ int run_verify(const VerifyCommand& command) {
   if (command.quiet) {
     fmt::print("{}: {}\n", name, report->ok() ? "verified" : "wrong");
   } else {
-    print_report(*report, *layout, name);
+    print_report(*report, layout, name);
   }
   return report->ok() ? kExitOk : kExitWrong;
 }
