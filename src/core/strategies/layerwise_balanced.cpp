@@ -2,12 +2,14 @@
 // whole in one shard, buckets contiguous in backprop order, sizes divisible as required),
 // with less padding than Megatron-LM's greedy packer.
 //
-// A bucket is dp bins of one capacity C. C starts at bucket_size / dp (the soft target)
-// and grows to the largest param the bucket takes; the bucket takes the longest run of
-// params, in backprop order, that best-fit-decreasing packs into its dp bins. So a bucket
-// holding a large matrix also holds enough smaller ones to fill dp copies of its size,
-// instead of padding them. Bins then go to shards by Newton-Schulz cost: the costliest bin
-// to the least-loaded shard, loads kept across the buffer's buckets.
+// A bucket is dp bins of one capacity. A run of params (between shared embeddings) is cut
+// into about as many buckets as a greedy pass needs (or a few fewer, when that pads less),
+// of about equal totals, so the last bucket is as full as the others; each bucket gets the
+// smallest capacity at which best-fit-decreasing packs it, and at that capacity its params
+// are packed by Newton-Schulz cost where they fit. Bins then go to shards costliest first
+// onto the least-loaded shards, loads kept across the buffer's buckets. Megatron-LM's
+// packing of the buffer is made too, and kept where it pads less or loads a rank more
+// lightly, so `balanced` never loses on either.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -148,8 +150,8 @@ class BalancedPacker {
     return bin_of;
   }
 
-  /// The smallest capacity, from `at_least` up in steps of about 1/256, that
-  /// best-fit-decreasing packs positions [from, to) into; the bins with it.
+  /// About the smallest capacity (within 1/1024) from max(`at_least`, the largest param,
+  /// total / dp) up at which best-fit-decreasing packs positions [from, to); its bins.
   std::pair<Wide, std::vector<std::int64_t>> smallest_fit(std::size_t from, std::size_t to,
                                                           Wide at_least) const {
     Wide total = 0;
