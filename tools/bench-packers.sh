@@ -84,6 +84,12 @@ shards of that size, and the last bucket of a run is nearly empty.
 
 Both are checked by `paramlayout check` (every promise) in the `packer` unit suite, over the
 70 layerwise reference cases and the shapes above.
+
+The floor is a bound, not always reachable. GPT-3's stage at dp 16 is one bucket of 24
+75.5 M, 12 56.6 M, 12 18.9 M matrices and a 25.2 M position embedding; every sum of these
+sizes that fits a shard is about 169.9 M, 176.2 M (once, with the position embedding) or at
+least 188.7 M, while the average shard needs 171.4 M: so 188.7 M shards (9.8% padding) is
+the best one bucket can do, and two buckets pad as much.
 TEXT
 } >"$out"
 cat "$out"
