@@ -89,7 +89,8 @@ The floor is a bound, not always reachable. GPT-3's stage at dp 16 is one bucket
 75.5 M, 12 56.6 M, 12 18.9 M matrices and a 25.2 M position embedding; every sum of these
 sizes that fits a shard is about 169.9 M, 176.2 M (once, with the position embedding) or at
 least 188.7 M, while the average shard needs 171.4 M: so 188.7 M shards (9.8% padding) is
-the best one bucket can do, and two buckets pad as much.
+the best one bucket can do; two buckets of six layers pad about as much (94.4 M shards for
+an 85.7 M average).
 TEXT
 } >"$out"
 cat "$out"
