@@ -57,9 +57,9 @@ for model in llama3-70b-tp8-pp4-stage0 deepseek-v3-ep64-pp16-stage1; do
   for strategy in sequential-dp layerwise; do
     layout=$data/$model-$strategy.json
     "$bin" plan "$data/$model.json" --dp 64 --expert-dp 8 --strategy "$strategy" -q -o "$layout"
-    /usr/bin/time -f "  wall %e s, peak RSS %M KB" "$bin" verify "$layout" \
-      --manifest "$data/$model.json" --backend nccl --report "$out/$model-$strategy.json" |
-      tail -3
+    TIMEFORMAT="  wall %R s"
+    time "$bin" verify "$layout" --manifest "$data/$model.json" --backend nccl \
+      --report "$out/$model-$strategy.json" | tail -3
   done
 done
 python3 - "$out" <<'PY'
