@@ -45,7 +45,7 @@ int run_check(const CheckCommand& command) {
     return kExitBadInput;
   }
   const Manifest& manifest = inputs->manifest;
-  Layout& layout = inputs->layout;
+  const Layout& layout = inputs->layout;
   std::vector<Violation> violations = check_layout(layout, manifest);
   if (command.replan) {
     for (Violation& v : compare_with_replan(layout, manifest)) {

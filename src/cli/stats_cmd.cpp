@@ -27,7 +27,7 @@ int run_stats(const StatsCommand& command) {
     return kExitBadInput;
   }
   const Manifest& manifest = inputs->manifest;
-  Layout& layout = inputs->layout;
+  const Layout& layout = inputs->layout;
   const LayoutStats stats = layout_stats(layout, manifest);
   if (command.json) {
     fmt::print("{}", stats_json(stats));

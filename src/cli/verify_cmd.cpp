@@ -118,7 +118,7 @@ int run_verify(const VerifyCommand& command) {
     return kExitBadInput;
   }
   const Manifest& manifest = inputs->manifest;
-  Layout& layout = inputs->layout;
+  const Layout& layout = inputs->layout;
   const std::string name = display_name(command.layout);
 
   VerifyOptions options;
