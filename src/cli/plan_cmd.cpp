@@ -95,6 +95,7 @@ namespace {
 struct PlannedChunk {
   Manifest manifest;
   Layout layout;
+  LayoutStats stats;
   std::string output;
   double read_ms = 0;
   double validate_ms = 0;
@@ -112,8 +113,10 @@ Result<PlannedChunk> plan_chunk(const std::string& path, const PlanOptions& opti
   phase.lap();
   Result<Layout> layout = plan(*manifest, options);
   if (!layout) return layout.error();
-  return PlannedChunk{std::move(*manifest), std::move(*layout), {}, read_ms + timings.parse_ms,
-                      timings.validate_ms, phase.lap()};
+  const double plan_ms = phase.lap();
+  LayoutStats stats = layout_stats(*layout, *manifest);
+  return PlannedChunk{std::move(*manifest), std::move(*layout), std::move(stats), {},
+                      read_ms + timings.parse_ms, timings.validate_ms, plan_ms};
 }
 
 /// Where each chunk's layout goes: stdout or -o FILE for one; DIR/NAME.layout.json for many.
@@ -165,9 +168,8 @@ int run_plan(const PlanCommand& command) {
 
   Stopwatch phase;
   for (const PlannedChunk& c : chunks) {
-    const LayoutStats stats = layout_stats(c.layout, c.manifest);
     if (Result<void> written =
-            write_file_atomically(c.output, write_layout_json(c.layout, &stats));
+            write_file_atomically(c.output, write_layout_json(c.layout, &c.stats));
         !written) {
       print_error(written.error());
       return kExitBadInput;
@@ -178,7 +180,7 @@ int run_plan(const PlanCommand& command) {
   const bool to_stdout = chunks.size() == 1 && chunks[0].output == "-";
   std::FILE* out = to_stdout ? stderr : stdout;
   if (!command.quiet) {
-    for (const PlannedChunk& c : chunks) print_plan_summary(out, c.manifest, c.layout);
+    for (const PlannedChunk& c : chunks) print_plan_summary(out, c.manifest, c.layout, c.stats);
     if (chunks.size() > 1) {
       std::vector<ChunkSummary> rows;
       for (const PlannedChunk& c : chunks) {

@@ -75,7 +75,8 @@ void print_pipeline_summary(std::FILE* out, const std::vector<ChunkSummary>& chu
              human_bytes(largest_bytes));
 }
 
-void print_plan_summary(std::FILE* out, const Manifest& manifest, const Layout& layout) {
+void print_plan_summary(std::FILE* out, const Manifest& manifest, const Layout& layout,
+                        const LayoutStats& stats) {
   const PlanOptions& o = layout.options;
   std::string bucket = o.bucket_size ? group_digits(*o.bucket_size) : std::string("none");
   fmt::print(out, "{}: {} params -> {}, dp {}", layout.model.value_or(manifest.source),
@@ -100,7 +101,7 @@ void print_plan_summary(std::FILE* out, const Manifest& manifest, const Layout& 
                fmt::format("{:.2f}%", percent(total.padding, total.numel)),
                human_bytes(total.param_bytes), human_bytes(total.grad_bytes));
   }
-  print_stats(out, layout_stats(layout, manifest));
+  print_stats(out, stats);
 }
 
 }  // namespace paramlayout::cli

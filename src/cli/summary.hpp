@@ -14,7 +14,8 @@
 namespace paramlayout::cli {
 
 /// Per buffer: key, params, buckets, numel, padding %, bytes per rank of params and grads.
-void print_plan_summary(std::FILE* out, const Manifest& manifest, const Layout& layout);
+void print_plan_summary(std::FILE* out, const Manifest& manifest, const Layout& layout,
+                        const LayoutStats& stats);
 
 /// Padding and its floor, Newton-Schulz balance, memory per rank: a few lines.
 void print_stats(std::FILE* out, const LayoutStats& stats);

@@ -6,18 +6,15 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "strategies/strategies.hpp"
+
 namespace paramlayout {
 namespace {
 
-/// big * small^2 for matrices (dim 0 scaled by gtp_remat_size), numel otherwise; as a double,
-/// which is plenty for ratios.
+/// The packers' Newton-Schulz cost as a double, which is plenty for ratios.
 double newton_schulz_cost(const Param& p) {
-  if (p.shape.size() != 2) return static_cast<double>(p.numel);
-  const double m = static_cast<double>(p.shape[0]) * static_cast<double>(p.gtp_remat_size);
-  const double n = static_cast<double>(p.shape[1]);
-  const double big = std::max(m, n);
-  const double small = std::min(m, n);
-  return big * small * small;
+  const std::optional<strategies::Wide> cost = strategies::newton_schulz_cost(p);
+  return cost ? static_cast<double>(*cost) : 0.0;
 }
 
 double percent(std::int64_t part, std::int64_t whole) {

@@ -341,19 +341,16 @@ class BalancedPacker {
   std::int64_t bucket_ = 0;
 };
 
+using CostByName = std::unordered_map<std::string_view, double>;
+
 /// The largest per-shard Newton-Schulz cost of a packed buffer.
-double heaviest_shard(const BufferJob& job, const BufferLayout& layout) {
-  std::unordered_map<std::string_view, double> cost;
-  for (std::size_t k = 0; k < job.group.params.size(); ++k) {
-    const std::optional<Wide> c = newton_schulz_cost(job.param(k));
-    cost.emplace(job.param(k).name, c ? static_cast<double>(*c) : 0.0);
-  }
+double heaviest_shard(const BufferJob& job, const BufferLayout& layout, const CostByName& cost) {
   const std::int64_t shards = job.group.num_shards;
   std::vector<double> load(static_cast<std::size_t>(shards), 0.0);
   for (const ParamSlot& p : layout.params) {
     const BucketRange& bucket = layout.buckets[static_cast<std::size_t>(p.bucket)];
     load[static_cast<std::size_t>((p.start - bucket.start) / (bucket.size() / shards))] +=
-        cost[p.name];
+        cost.at(p.name);
   }
   return *std::max_element(load.begin(), load.end());
 }
@@ -372,9 +369,14 @@ Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out
   const auto size = [](const BufferLayout& b) {
     return b.buckets.empty() ? std::int64_t{0} : b.buckets.back().end;
   };
+  CostByName cost;
+  for (std::size_t k = 0; k < job.group.params.size(); ++k) {
+    const std::optional<Wide> c = newton_schulz_cost(job.param(k));
+    cost.emplace(job.param(k).name, c ? static_cast<double>(*c) : 0.0);
+  }
   const bool keep = size(balanced_layout) <= size(greedy_layout) &&
-                    heaviest_shard(job, balanced_layout) <=
-                        heaviest_shard(job, greedy_layout) * (1 + 1e-12);
+                    heaviest_shard(job, balanced_layout, cost) <=
+                        heaviest_shard(job, greedy_layout, cost) * (1 + 1e-12);
   if (keep) {
     out.take(std::move(balanced_layout), balanced.max_offset());
   } else {
