@@ -92,9 +92,6 @@ std::unique_ptr<Backend> make_cpu_backend(std::int64_t devices);
 /// when no CUDA device is visible or this build has no CUDA/NCCL.
 Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seconds);
 
-/// True when this build includes the NCCL backend.
-bool nccl_backend_built();
-
 /// The rule for the values device `device` sends in segment `s` of a round.
 ValueRule sent_values(const Round& round, std::int64_t device, const Segment& s);
 /// The rule for the values expected where segment `s` of a round is received.

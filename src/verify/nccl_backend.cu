@@ -441,8 +441,6 @@ class NcclBackend final : public Backend {
 
 }  // namespace
 
-bool nccl_backend_built() { return true; }
-
 Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seconds) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);

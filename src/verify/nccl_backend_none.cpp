@@ -3,10 +3,8 @@
 
 namespace paramlayout::verify {
 
-bool nccl_backend_built() { return false; }
-
 Result<std::unique_ptr<Backend>> make_nccl_backend(int, double) {
-  return Error{"this paramlayout was built without CUDA and NCCL (no CUDA device can be used)"};
+  return Error{"no CUDA device was found: this paramlayout was built without CUDA and NCCL"};
 }
 
 }  // namespace paramlayout::verify
