@@ -19,8 +19,6 @@
 
 namespace paramlayout::strategies {
 
-/// Newton-Schulz cost estimate: big * small^2 for matrices (dim 0 scaled by the GTP
-/// rematerialisation factor), numel otherwise. nullopt when it does not fit in 127 bits.
 std::optional<Wide> newton_schulz_cost(const Param& param) {
   if (param.shape.size() != 2) return Wide{param.numel};
   Wide m = param.shape[0];
@@ -35,6 +33,20 @@ std::optional<Wide> newton_schulz_cost(const Param& param) {
     return std::nullopt;
   }
   return cost;
+}
+
+Result<std::vector<Wide>> newton_schulz_costs(const BufferJob& job) {
+  std::vector<Wide> costs(job.group.params.size());
+  for (std::size_t k = 0; k < costs.size(); ++k) {
+    const std::optional<Wide> cost = newton_schulz_cost(job.param(k));
+    if (!cost) {
+      return Error{fmt::format("{}: param \"{}\": its Newton-Schulz cost (shape and "
+                               "gtp_remat_size) exceeds 127 bits",
+                               job.manifest.source, job.param(k).name)};
+    }
+    costs[k] = *cost;
+  }
+  return costs;
 }
 
 namespace {
@@ -280,20 +292,13 @@ class LayerwisePacker {
         dp_(job.group.num_shards),
         shard_divisor_(shard_divisor(dp_, job.options.pad_for_high_nccl_busbw)),
         loads_(dp_),
-        cursors_(dp_) {}
+        cursors_(dp_),
+        buckets_(out, dp_, shard_divisor_) {}
 
-  Result<void> run() {
+  /// Packs the buffer, given every param's Newton-Schulz cost by position in the job.
+  Result<void> run(std::vector<Wide> cost) {
     const std::size_t n = job_.group.params.size();
-    cost_.resize(n);
-    for (std::size_t k = 0; k < n; ++k) {
-      std::optional<Wide> cost = newton_schulz_cost(job_.param(k));
-      if (!cost) {
-        return Error{fmt::format("{}: param \"{}\": its Newton-Schulz cost (shape and "
-                                 "gtp_remat_size) exceeds 127 bits",
-                                 job_.manifest.source, job_.param(k).name)};
-      }
-      cost_[k] = *cost;
-    }
+    cost_ = std::move(cost);
 
     const std::optional<std::int64_t>& bucket_size = job_.options.bucket_size;
     FillEstimate estimate(dp_);
@@ -314,7 +319,7 @@ class LayerwisePacker {
       const Param& param = job_.param(k);
       if (param.shared_embedding) {
         if (Result<void> r = emit_chunk(); !r) return r;
-        emit_shared_embedding(k);
+        buckets_.shared_embedding(job_, k);
         continue;
       }
       if (bucket_size && !chunk.empty()) {
@@ -385,31 +390,18 @@ class LayerwisePacker {
     for (const Assignment& a : assignments_) {
       if (a.shard != shard) {
         shard = a.shard;
-        cursor = bucket_start_ + shard * shard_size;
+        cursor = buckets_.start() + shard * shard_size;
       }
       cursor = align_param_start(cursor);
-      out_.place(job_, a.param, cursor, bucket_);
+      out_.place(job_, a.param, cursor, buckets_.id());
       cursor += job_.param(a.param).numel;
     }
     for (std::int32_t s : touched_) {
       cursors_.set(s, 0);
       loads_.set_fill(s, 0);
     }
-    close_bucket(shard_size, chunk_numel);
+    buckets_.close(shard_size, chunk_numel);
     return {};
-  }
-
-  void emit_shared_embedding(std::size_t k) {
-    const std::int64_t numel = job_.param(k).numel;
-    out_.place(job_, k, bucket_start_, bucket_);
-    close_bucket(pad_to(Wide{numel}, Wide{shard_divisor_}), numel);
-  }
-
-  void close_bucket(Wide shard_size, Wide numel_unpadded) {
-    const Wide end = bucket_start_ + dp_ * shard_size;
-    out_.add_bucket(bucket_start_, end, numel_unpadded);
-    bucket_start_ = end;
-    ++bucket_;
   }
 
   const BufferJob& job_;
@@ -422,14 +414,20 @@ class LayerwisePacker {
   std::vector<std::size_t> by_cost_;
   std::vector<Assignment> assignments_;
   std::vector<std::int32_t> touched_;
-  Wide bucket_start_ = 0;
-  std::int64_t bucket_ = 0;
+  LayerwiseBuckets buckets_;
 };
 
 }  // namespace
 
+Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out,
+                               std::vector<Wide> cost) {
+  return LayerwisePacker(job, out).run(std::move(cost));
+}
+
 Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out) {
-  return LayerwisePacker(job, out).run();
+  Result<std::vector<Wide>> cost = newton_schulz_costs(job);
+  if (!cost) return cost.error();
+  return lay_out_layerwise(job, out, std::move(*cost));
 }
 
 }  // namespace paramlayout::strategies

@@ -10,8 +10,6 @@
 // onto the least-loaded shards, loads kept across the buffer's buckets. Megatron-LM's
 // packing of the buffer is made too, and kept where it pads less or loads a rank more
 // lightly, so `balanced` never loses on either.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -70,27 +68,18 @@ class BalancedPacker {
         out_(out),
         dp_(job.group.num_shards),
         shard_divisor_(shard_divisor(dp_, job.options.pad_for_high_nccl_busbw)),
-        loads_(static_cast<std::size_t>(dp_), 0) {}
+        loads_(static_cast<std::size_t>(dp_), 0),
+        buckets_(out, dp_, shard_divisor_) {}
 
-  Result<void> run() {
+  /// Packs the buffer, given every param's Newton-Schulz cost by position in the job.
+  void run(std::vector<Wide> cost) {
+    cost_ = std::move(cost);
     const std::size_t n = job_.group.params.size();
     for (std::size_t k = n; k-- > 0;) order_.push_back(k);  // backprop order
-    cost_.resize(n);
-    for (std::size_t k = 0; k < n; ++k) {
-      std::optional<Wide> cost = newton_schulz_cost(job_.param(k));
-      if (!cost) {
-        return Error{fmt::format("{}: param \"{}\": its Newton-Schulz cost (shape and "
-                                 "gtp_remat_size) exceeds 127 bits",
-                                 job_.manifest.source, job_.param(k).name)};
-      }
-      cost_[k] = *cost;
-    }
     std::size_t i = 0;
     while (i < n) {
       if (job_.param(order_[i]).shared_embedding) {
-        const std::int64_t numel = job_.param(order_[i]).numel;
-        out_.place(job_, order_[i], bucket_start_, bucket_);
-        close_bucket(pad_to(Wide{numel}, Wide{shard_divisor_}), numel);
+        buckets_.shared_embedding(job_, order_[i]);
         ++i;
         continue;
       }
@@ -98,7 +87,6 @@ class BalancedPacker {
       while (end < n && !job_.param(order_[end]).shared_embedding) ++end;
       i = pack_run(i, end);
     }
-    return {};
   }
 
  private:
@@ -315,19 +303,12 @@ class BalancedPacker {
     for (const auto& [s, q] : by_start) {
       if (s != shard) {
         shard = s;
-        at = bucket_start_ + s * shard_size;
+        at = buckets_.start() + s * shard_size;
       }
-      out_.place(job_, order_[q], at, bucket_);
+      out_.place(job_, order_[q], at, buckets_.id());
       at += span(q);
     }
-    close_bucket(shard_size, numel);
-  }
-
-  void close_bucket(Wide shard_size, Wide numel_unpadded) {
-    const Wide end = bucket_start_ + dp_ * shard_size;
-    out_.add_bucket(bucket_start_, end, numel_unpadded);
-    bucket_start_ = end;
-    ++bucket_;
+    buckets_.close(shard_size, numel);
   }
 
   const BufferJob& job_;
@@ -337,20 +318,20 @@ class BalancedPacker {
   std::vector<std::size_t> order_;  ///< param indices in backprop order
   std::vector<Wide> cost_;
   std::vector<Wide> loads_;  ///< Newton-Schulz cost per shard, across buckets
-  Wide bucket_start_ = 0;
-  std::int64_t bucket_ = 0;
+  LayerwiseBuckets buckets_;
 };
 
-using CostByName = std::unordered_map<std::string_view, double>;
-
-/// The largest per-shard Newton-Schulz cost of a packed buffer.
-double heaviest_shard(const BufferJob& job, const BufferLayout& layout, const CostByName& cost) {
+/// The largest per-shard Newton-Schulz cost of a packed buffer; `cost` by param position.
+double heaviest_shard(const BufferJob& job, const BufferLayout& layout,
+                      const std::vector<Wide>& cost) {
+  std::unordered_map<std::string_view, std::size_t> position;
+  for (std::size_t k = 0; k < job.group.params.size(); ++k) position.emplace(job.param(k).name, k);
   const std::int64_t shards = job.group.num_shards;
   std::vector<double> load(static_cast<std::size_t>(shards), 0.0);
   for (const ParamSlot& p : layout.params) {
     const BucketRange& bucket = layout.buckets[static_cast<std::size_t>(p.bucket)];
     load[static_cast<std::size_t>((p.start - bucket.start) / (bucket.size() / shards))] +=
-        cost.at(p.name);
+        static_cast<double>(cost[position.at(p.name)]);
   }
   return *std::max_element(load.begin(), load.end());
 }
@@ -360,23 +341,20 @@ double heaviest_shard(const BufferJob& job, const BufferLayout& layout, const Co
 Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out) {
   // Megatron-LM's packing too: the balanced one is kept only where it is no worse in
   // padding and in the heaviest shard's Newton-Schulz cost, so `balanced` never loses.
+  Result<std::vector<Wide>> cost = newton_schulz_costs(job);
+  if (!cost) return cost.error();
   BufferLayout greedy_layout;
   BufferBuilder greedy(greedy_layout);
-  if (Result<void> r = lay_out_layerwise(job, greedy); !r) return r;
+  if (Result<void> r = lay_out_layerwise(job, greedy, *cost); !r) return r;
   BufferLayout balanced_layout;
   BufferBuilder balanced(balanced_layout);
-  if (Result<void> r = BalancedPacker(job, balanced).run(); !r) return r;
+  BalancedPacker(job, balanced).run(*cost);
   const auto size = [](const BufferLayout& b) {
     return b.buckets.empty() ? std::int64_t{0} : b.buckets.back().end;
   };
-  CostByName cost;
-  for (std::size_t k = 0; k < job.group.params.size(); ++k) {
-    const std::optional<Wide> c = newton_schulz_cost(job.param(k));
-    cost.emplace(job.param(k).name, c ? static_cast<double>(*c) : 0.0);
-  }
   const bool keep = size(balanced_layout) <= size(greedy_layout) &&
-                    heaviest_shard(job, balanced_layout, cost) <=
-                        heaviest_shard(job, greedy_layout, cost) * (1 + 1e-12);
+                    heaviest_shard(job, balanced_layout, *cost) <=
+                        heaviest_shard(job, greedy_layout, *cost) * (1 + 1e-12);
   if (keep) {
     out.take(std::move(balanced_layout), balanced.max_offset());
   } else {

@@ -30,7 +30,6 @@ class BufferBuilder {
   void add_bucket(Wide start, Wide end, Wide numel_unpadded);
   /// Takes the buckets and params another builder made for the same buffer.
   void take(BufferLayout&& from, Wide max_offset);
-  BufferLayout& layout() { return out_; }
   /// False when some offset does not fit in 64 bits.
   bool fits() const { return max_offset_ <= kMaxOffset; }
   Wide max_offset() const { return max_offset_; }
@@ -47,8 +46,43 @@ void lay_out_sequential_dp(const BufferJob& job, BufferBuilder& out);
 /// the GTP rematerialisation factor), numel otherwise; nullopt beyond 127 bits.
 std::optional<Wide> newton_schulz_cost(const Param& param);
 
-/// Fails only when a Newton-Schulz cost does not fit in 127 bits.
+/// Every param's Newton-Schulz cost, by position in the job; an error naming the param whose
+/// cost does not fit in 127 bits.
+Result<std::vector<Wide>> newton_schulz_costs(const BufferJob& job);
+
+/// The open bucket of a layerwise buffer, closed as dp shards of one size; the next bucket
+/// starts where it ends.
+class LayerwiseBuckets {
+ public:
+  LayerwiseBuckets(BufferBuilder& out, std::int64_t shards, std::int64_t shard_divisor)
+      : out_(out), shards_(shards), shard_divisor_(shard_divisor) {}
+  Wide start() const { return start_; }
+  std::int64_t id() const { return id_; }
+  void close(Wide shard_size, Wide numel_unpadded) {
+    const Wide end = start_ + shards_ * shard_size;
+    out_.add_bucket(start_, end, numel_unpadded);
+    start_ = end;
+    ++id_;
+  }
+  /// Param `k` (a shared embedding) alone in shard 0 of a bucket of its own.
+  void shared_embedding(const BufferJob& job, std::size_t k) {
+    const std::int64_t numel = job.param(k).numel;
+    out_.place(job, k, start_, id_);
+    close(pad_to(Wide{numel}, Wide{shard_divisor_}), numel);
+  }
+
+ private:
+  BufferBuilder& out_;
+  std::int64_t shards_;
+  std::int64_t shard_divisor_;
+  Wide start_ = 0;
+  std::int64_t id_ = 0;
+};
+
+/// Fails only when a Newton-Schulz cost, or the sum of a shard's, does not fit in 127 bits.
 Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out);
+/// The same, with the costs already worked out (newton_schulz_costs).
+Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out, std::vector<Wide> cost);
 /// The `balanced` packer: the same promises, less padding (layerwise_balanced.cpp).
 Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out);
 
