@@ -19,3 +19,11 @@ done
 echo "The first params of the layerwise (Muon) buffer: each matrix sits whole inside one rank's shard."
 awk '/"layerwise": true/ { found = 1 } found && /"name"/ { print; if (++n == 4) exit }' \
   "$out/layout-layerwise.json"
+echo
+echo "The same layerwise plan with --packer balanced: every promise kept, less padding."
+echo "\$ build/paramlayout plan $manifest --dp 8 --strategy layerwise --packer balanced -q -o layout-balanced.json"
+build/paramlayout plan "$manifest" --dp 8 --strategy layerwise --packer balanced -q \
+  -o "$out/layout-balanced.json"
+echo "\$ build/paramlayout stats layout-balanced.json --manifest $manifest"
+(root=$PWD && cd "$out" && "$root/build/paramlayout" stats layout-balanced.json \
+  --manifest "$root/$manifest")
