@@ -1,5 +1,5 @@
 // Times the plan phase alone (manifest already parsed): the best of N runs per point.
-// Usage: bench_plan MANIFEST STRATEGY DP [DP...]
+// Usage: bench_plan MANIFEST STRATEGY[/PACKER] DP [DP...]
 #include <fmt/format.h>
 
 #include <chrono>
@@ -11,7 +11,16 @@
 int main(int argc, char** argv) {
   using namespace paramlayout;
   if (argc < 4) {
-    fmt::print(stderr, "usage: bench_plan MANIFEST STRATEGY DP [DP...]\n");
+    fmt::print(stderr, "usage: bench_plan MANIFEST STRATEGY[/PACKER] DP [DP...]\n");
+    return 2;
+  }
+  const std::string_view choice = argv[2];
+  const std::size_t slash = choice.find('/');
+  const std::optional<Strategy> strategy = parse_strategy(choice.substr(0, slash));
+  const std::optional<Packer> packer =
+      slash == std::string_view::npos ? Packer::megatron : parse_packer(choice.substr(slash + 1));
+  if (!strategy || !packer) {
+    fmt::print(stderr, "bench_plan: unknown strategy or packer '{}'\n", choice);
     return 2;
   }
   std::ifstream in(argv[1], std::ios::binary);
@@ -24,7 +33,8 @@ int main(int argc, char** argv) {
   }
   for (int i = 3; i < argc; ++i) {
     PlanOptions o;
-    o.strategy = *parse_strategy(argv[2]);
+    o.strategy = *strategy;
+    o.packer = *packer;
     o.dp = o.expert_dp = std::stoll(argv[i]);
     o.bucket_size = default_bucket_size(o.dp);
     double best = 1e30;

@@ -32,11 +32,12 @@ out=docs/PACKING.md
   echo "expert dp = dp. Padding and floor are elements over param elements, of the whole layout"
   echo "(the floor: no layout under the rules can pad less, since a bucket of dp equal shards"
   echo "holds its largest param whole). Imbalance: the heaviest rank's Newton-Schulz cost over"
-  echo "the mean (bound: what the largest single matrix forces). Plan: the plan phase of"
-  echo "\`plan --timings\`."
+  echo "the mean (bound: what the largest single matrix forces). Plan: the whole plan (every"
+  echo "buffer, manifest already parsed), best of 20 runs of \`build-release/bench_plan\`; the"
+  echo "last column is balanced over megatron."
   echo
-  echo "| shape | dp | megatron padding | balanced padding | floor | megatron imbalance | balanced imbalance | bound | megatron plan ms | balanced plan ms |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| shape | dp | megatron padding | balanced padding | floor | megatron imbalance | balanced imbalance | bound | megatron plan ms | balanced plan ms | time ratio |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   for entry in "${shapes[@]}"; do
     IFS='|' read -r config split title <<<"$entry"
     manifest=$data/$config.json
@@ -47,15 +48,16 @@ out=docs/PACKING.md
       declare -A pad imb ms
       for packer in megatron balanced; do
         layout=$data/$config-$dp-$packer.json
-        ms[$packer]=$("$bin" plan "$manifest" --dp "$dp" --strategy layerwise --packer "$packer" \
-          -q --timings -o "$layout" 2>&1 | sed -n 's/.*plan \([0-9.]*\) ms.*/\1/p')
+        "$bin" plan "$manifest" --dp "$dp" --strategy layerwise --packer "$packer" -q -o "$layout"
+        ms[$packer]=$(build-release/bench_plan "$manifest" "layerwise/$packer" "$dp" |
+          sed -n 's/.*plan \([0-9.]*\) ms.*/\1/p')
         stats=$("$bin" stats "$layout" --manifest "$manifest" --json)
         pad[$packer]=$(field "$stats" padding_percent .2f)%
         imb[$packer]=$(field "$stats" cost_imbalance .3f)
         floor=$(field "$stats" floor_percent .2f)%
         bound=$(field "$stats" cost_imbalance_bound .3f)
       done
-      echo "$row | ${pad[megatron]} | ${pad[balanced]} | $floor | ${imb[megatron]} | ${imb[balanced]} | $bound | ${ms[megatron]} | ${ms[balanced]} |"
+      echo "$row | ${pad[megatron]} | ${pad[balanced]} | $floor | ${imb[megatron]} | ${imb[balanced]} | $bound | ${ms[megatron]} | ${ms[balanced]} | $(python3 -c "print(f'{${ms[balanced]} / ${ms[megatron]}:.2f}x')") |"
     done
   done
   cat <<'TEXT'

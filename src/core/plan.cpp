@@ -59,6 +59,7 @@ void BufferBuilder::place(const BufferJob& job, std::size_t k, Wide start,
   max_offset_ = std::max(max_offset_, end);
   out_.params.push_back({job.param(k).name, static_cast<std::int64_t>(start),
                          static_cast<std::int64_t>(end), bucket, job.group.indices[k]});
+  placed_.push_back(k);
 }
 
 void BufferBuilder::add_bucket(Wide start, Wide end, Wide numel_unpadded) {
@@ -88,10 +89,9 @@ Result<Layout> plan(const Manifest& manifest, const PlanOptions& options) {
     buffer.key = group.key;
     buffer.strategy = strategy_for(group.key, options);
     if (buffer.strategy != Strategy::unpadded) buffer.num_shards = group.num_shards;
-    buffer.params.reserve(group.params.size());
 
     const strategies::BufferJob job{manifest, group, options};
-    strategies::BufferBuilder builder(buffer);
+    strategies::BufferBuilder builder(buffer, group.params.size());
     switch (buffer.strategy) {
       case Strategy::unpadded:
         strategies::lay_out_unpadded(job, builder);

@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <functional>
 #include <set>
-#include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "strategies.hpp"
@@ -21,39 +21,65 @@
 namespace paramlayout::strategies {
 namespace {
 
-/// Dp bins of one capacity, filled best-fit: an item goes to the fullest bin it fits in.
-/// A scan for few bins, an ordered set of (room, bin) for many.
+/// Dp bins of one capacity, filled best-fit: an item goes to the fullest bin it fits in
+/// (the first such bin on ties). Bins are kept as groups of consecutive bins with equal
+/// room, sorted by (room, first bin). Equal items fill the best bin before the next (it
+/// stays the fullest that fits), and the next is the group's next bin, so a run of equal
+/// items costs a few operations per group it reaches, not one per item or per bin.
 class Bins {
  public:
-  Bins(std::int64_t count, Wide capacity) : room_(static_cast<std::size_t>(count), capacity) {
-    if (count <= kScanBins) return;
-    for (std::int64_t b = 0; b < count; ++b) by_room_.insert({capacity, b});
-  }
-  /// Puts an item of `size` (its aligned span) in a bin; -1 when none has room.
-  std::int64_t put(Wide size) {
-    std::int64_t bin = -1;
-    if (by_room_.empty()) {
-      for (std::size_t b = 0; b < room_.size(); ++b) {
-        if (room_[b] >= size && (bin < 0 || room_[b] < room_[static_cast<std::size_t>(bin)])) {
-          bin = static_cast<std::int64_t>(b);
-        }
-      }
-    } else {
-      auto it = by_room_.lower_bound({size, -1});
-      if (it != by_room_.end()) {
-        bin = it->second;
-        by_room_.erase(it);
-        by_room_.insert({room_[static_cast<std::size_t>(bin)] - size, bin});
-      }
-    }
-    if (bin >= 0) room_[static_cast<std::size_t>(bin)] -= size;
-    return bin;
+  /// Empties the bins: `count` of them, each with room for `capacity`.
+  void reset(std::int64_t count, Wide capacity) {
+    capacity_ = capacity;
+    groups_.assign(1, {capacity, 0, count});
   }
 
+  /// Puts `count` items of `size` (their aligned span), calling `into(first, bins, n)` when
+  /// each of `bins` bins from `first` takes n of them; false when one found no room.
+  template <class Into>
+  bool put(Wide size, std::int64_t count, Into into) {
+    while (count > 0) {
+      auto it = std::lower_bound(groups_.begin(), groups_.end(), Group{size, -1, 0});
+      if (it == groups_.end()) return false;
+      Group g = *it;
+      groups_.erase(it);
+      const Wide fits = g.room / size;
+      const auto full = static_cast<std::int64_t>(std::min<Wide>(g.count, count / fits));
+      if (full > 0) {
+        insert({g.room - fits * size, g.first, full});
+        into(g.first, full, static_cast<std::int64_t>(fits));
+        count -= full * static_cast<std::int64_t>(fits);
+        g.first += full;
+        g.count -= full;
+      }
+      if (count > 0 && g.count > 0) {  // fewer than `fits` left: one bin takes them
+        insert({g.room - count * size, g.first, 1});
+        into(g.first, 1, count);
+        count = 0;
+        ++g.first;
+        --g.count;
+      }
+      if (g.count > 0) insert(g);
+    }
+    return true;
+  }
+
+  /// What the fullest bin holds.
+  Wide fullest() const { return capacity_ - groups_.front().room; }
+
  private:
-  static constexpr std::int64_t kScanBins = 64;
-  std::vector<Wide> room_;
-  std::set<std::pair<Wide, std::int64_t>> by_room_;
+  struct Group {
+    Wide room;
+    std::int64_t first;
+    std::int64_t count;
+    bool operator<(const Group& o) const { return std::tie(room, first) < std::tie(o.room, o.first); }
+  };
+  void insert(const Group& g) {
+    groups_.insert(std::upper_bound(groups_.begin(), groups_.end(), g), g);
+  }
+
+  Wide capacity_ = 0;
+  std::vector<Group> groups_;  ///< sorted; few, since bins fill in runs
 };
 
 /// Up to this many shards, packing first tries to balance cost (a scan of the bins per item).
@@ -71,121 +97,246 @@ class BalancedPacker {
         loads_(static_cast<std::size_t>(dp_), 0),
         buckets_(out, dp_, shard_divisor_) {}
 
-  /// Packs the buffer, given every param's Newton-Schulz cost by position in the job.
-  void run(std::vector<Wide> cost) {
+  /// Plans the buffer in at most `limit` elements, given every param's Newton-Schulz cost by
+  /// position in the job; false when it cannot.
+  bool plan(std::vector<Wide> cost, Wide limit) {
     cost_ = std::move(cost);
     const std::size_t n = job_.group.params.size();
-    for (std::size_t k = n; k-- > 0;) order_.push_back(k);  // backprop order
-    std::size_t i = 0;
-    while (i < n) {
-      if (job_.param(order_[i]).shared_embedding) {
-        buckets_.shared_embedding(job_, order_[i]);
-        ++i;
-        continue;
+    order_.reserve(n);
+    span_.reserve(n);
+    prefix_.reserve(n + 1);
+    power_.reserve(n + 1);
+    prefix_.push_back(0);
+    power_.push_back(1);
+    Wide least_left = 0;  // what the params not yet planned need at least
+    for (std::size_t k = n; k-- > 0;) {  // backprop order
+      order_.push_back(k);
+      span_.push_back(job_.param(k).shared_embedding ? embedding_size(k)
+                                                     : align_param_start(Wide{job_.param(k).numel}));
+      least_left += span_.back();
+      prefix_.push_back(prefix_.back() * kHashBase + static_cast<std::uint64_t>(span_.back()));
+      power_.push_back(power_.back() * kHashBase);
+    }
+    for (std::size_t i = 0; i < n;) {
+      const bool shared = job_.param(order_[i]).shared_embedding;
+      std::size_t end = i + 1;
+      while (!shared && end < n && !job_.param(order_[end]).shared_embedding) ++end;
+      for (std::size_t q = i; q < end; ++q) least_left -= span(q);
+      if (shared) {
+        planned_.push_back({i, end, span(i), nullptr});
+      } else if (!plan_run(i, end, limit - size() - least_left)) {
+        return false;
       }
-      std::size_t end = i;
-      while (end < n && !job_.param(order_[end]).shared_embedding) ++end;
-      i = pack_run(i, end);
+      if (size() + least_left > limit) return false;
+      i = end;
+    }
+    return true;
+  }
+
+  /// The planned buffer's size in elements.
+  Wide size() const { return size_of(planned_); }
+
+  /// Lays out the planned buckets.
+  void emit() {
+    for (const Bucket& bucket : planned_) {
+      if (bucket.bins) {
+        emit(bucket.from, bucket.to, bucket.size / dp_, *bucket.bins);
+      } else {
+        buckets_.shared_embedding(job_, order_[bucket.from]);
+      }
     }
   }
 
  private:
-  Wide span(std::size_t position) const {
-    return align_param_start(Wide{job_.param(order_[position]).numel});
+  /// The elements position `position` takes: its aligned numel, or for a shared embedding
+  /// its whole bucket.
+  Wide span(std::size_t position) const { return span_[position]; }
+  Wide embedding_size(std::size_t k) const {
+    return dp_ * pad_to(Wide{job_.param(k).numel}, Wide{shard_divisor_});
   }
+  Wide cost_of(std::size_t position) const { return cost_[order_[position]]; }
 
-  /// Positions [from, to) into dp bins of `capacity`: first by Newton-Schulz cost (the
-  /// costliest item to the cheapest bin it fits in, which balances the optimizer's work),
-  /// else best-fit-decreasing by size (which fits more). The bin of each position, or
-  /// nothing when neither places every item.
-  std::optional<std::vector<std::int64_t>> pack(std::size_t from, std::size_t to,
-                                                Wide capacity, bool by_cost) const {
+  /// A question about packing positions [from, to) into dp bins: its answer depends only
+  /// on `bound` and the params' spans (and, asked by cost, their costs) in order. Buckets of
+  /// experts repeat these exactly, so each distinct bucket is packed once.
+  struct Question {
+    bool by_cost;
+    Wide bound;  ///< the least capacity, or by cost the capacity
+    std::size_t from, to;
+  };
+  /// Hashes a question in O(1): a polynomial hash of the spans, from prefix sums.
+  struct QuestionHash {
+    const BalancedPacker* packer;
+    std::size_t operator()(const Question& q) const {
+      const std::uint64_t spans = packer->prefix_[q.to] - packer->prefix_[q.from] *
+                                                              packer->power_[q.to - q.from];
+      const auto bound = static_cast<std::uint64_t>(q.bound) * 0x9e3779b97f4a7c15u;
+      return static_cast<std::size_t>(spans ^ bound ^ (bound >> 29) ^ q.by_cost);
+    }
+  };
+  struct SameQuestion {
+    const BalancedPacker* packer;
+    bool operator()(const Question& a, const Question& b) const {
+      if (a.by_cost != b.by_cost || a.bound != b.bound || a.to - a.from != b.to - b.from) {
+        return false;
+      }
+      for (std::size_t i = 0; i < a.to - a.from; ++i) {
+        if (packer->span(a.from + i) != packer->span(b.from + i)) return false;
+        if (a.by_cost && packer->cost_of(a.from + i) != packer->cost_of(b.from + i)) return false;
+      }
+      return true;
+    }
+  };
+  static constexpr std::uint64_t kHashBase = 0x100000001b3u;
+
+  using BinOf = std::vector<std::int64_t>;  ///< the bin of each position of a bucket
+
+  /// Positions [from, to) by decreasing span (ties in order): best-fit-decreasing's order.
+  std::vector<std::size_t> by_decreasing_span(std::size_t from, std::size_t to) const {
     std::vector<std::size_t> items(to - from);
     for (std::size_t q = from; q < to; ++q) items[q - from] = q;
-    std::vector<std::int64_t> bin_of(to - from);
-    if (by_cost && dp_ <= kCostAwareLimit) {
-      std::sort(items.begin(), items.end(), [&](std::size_t a, std::size_t b) {
-        if (cost_[order_[a]] != cost_[order_[b]]) return cost_[order_[a]] > cost_[order_[b]];
-        return span(a) > span(b) || (span(a) == span(b) && a < b);
-      });
-      std::vector<Wide> room(static_cast<std::size_t>(dp_), capacity);
-      std::vector<Wide> load(static_cast<std::size_t>(dp_), 0);
-      bool placed = true;
-      for (std::size_t q : items) {
-        std::int64_t best = -1;
-        for (std::int64_t bin = 0; bin < dp_; ++bin) {
-          if (room[bin] >= span(q) && (best < 0 || load[bin] < load[best])) best = bin;
-        }
-        if (best < 0) {
-          placed = false;
-          break;
-        }
-        room[best] -= span(q);
-        load[best] += cost_[order_[q]];
-        bin_of[q - from] = best;
-      }
-      if (placed) return bin_of;
-    }
     std::sort(items.begin(), items.end(), [&](std::size_t a, std::size_t b) {
       return span(a) > span(b) || (span(a) == span(b) && a < b);
     });
-    Bins bins(dp_, capacity);
+    return items;
+  }
+
+  /// Best-fit-decreasing of `items` (from `by_decreasing_span`) into dp bins of `capacity`:
+  /// what the fullest bin holds, or nothing when an item finds no room. With `bin_of`, also
+  /// the bin of each item, by its position from `from`.
+  std::optional<Wide> best_fit(const std::vector<std::size_t>& items, Wide capacity,
+                               std::size_t from = 0, BinOf* bin_of = nullptr) {
+    bins_.reset(dp_, capacity);
+    for (std::size_t i = 0; i < items.size();) {
+      std::size_t j = i;
+      while (j < items.size() && span(items[j]) == span(items[i])) ++j;
+      const bool placed = bins_.put(span(items[i]), static_cast<std::int64_t>(j - i),
+                                    [&](std::int64_t first, std::int64_t count, std::int64_t n) {
+                                      if (!bin_of) return;
+                                      for (std::int64_t b = first; b < first + count; ++b) {
+                                        for (std::int64_t k = 0; k < n; ++k) {
+                                          (*bin_of)[items[i + k] - from] = b;
+                                        }
+                                        i += static_cast<std::size_t>(n);
+                                      }
+                                    });
+      if (!placed) return std::nullopt;
+      i = j;
+    }
+    return bins_.fullest();
+  }
+
+  /// Positions [from, to) into dp bins of `capacity` by Newton-Schulz cost: the costliest
+  /// item to the cheapest bin it fits in, which balances the optimizer's work. The bin of
+  /// each position, or nothing when an item finds no room (or dp is too large to try).
+  std::optional<BinOf> cost_fit(std::size_t from, std::size_t to, Wide capacity) const {
+    if (dp_ > kCostAwareLimit) return std::nullopt;
+    std::vector<std::size_t> items(to - from);
+    for (std::size_t q = from; q < to; ++q) items[q - from] = q;
+    std::sort(items.begin(), items.end(), [&](std::size_t a, std::size_t b) {
+      if (cost_[order_[a]] != cost_[order_[b]]) return cost_[order_[a]] > cost_[order_[b]];
+      return span(a) > span(b) || (span(a) == span(b) && a < b);
+    });
+    BinOf bin_of(to - from);
+    std::vector<Wide> room(static_cast<std::size_t>(dp_), capacity);
+    std::vector<Wide> load(static_cast<std::size_t>(dp_), 0);
     for (std::size_t q : items) {
-      const std::int64_t bin = bins.put(span(q));
-      if (bin < 0) return std::nullopt;
-      bin_of[q - from] = bin;
+      std::int64_t best = -1;
+      for (std::int64_t bin = 0; bin < dp_; ++bin) {
+        if (room[bin] >= span(q) && (best < 0 || load[bin] < load[best])) best = bin;
+      }
+      if (best < 0) return std::nullopt;
+      room[best] -= span(q);
+      load[best] += cost_[order_[q]];
+      bin_of[q - from] = best;
     }
     return bin_of;
   }
 
   /// About the smallest capacity (within 1/1024) from max(`at_least`, the largest param,
   /// total / dp) up at which best-fit-decreasing packs positions [from, to); its bins.
-  std::pair<Wide, std::vector<std::int64_t>> smallest_fit(std::size_t from, std::size_t to,
-                                                          Wide at_least) const {
+  const std::pair<Wide, BinOf>& smallest_fit(std::size_t from, std::size_t to, Wide at_least) {
+    const Question question{false, at_least, from, to};
+    auto found = fits_.find(question);
+    if (found == fits_.end()) {
+      found = fits_.emplace(question, search_smallest_fit(from, to, at_least)).first;
+    }
+    return found->second;
+  }
+
+  /// Packs positions [from, to) into bins of `capacity` by cost, when that places them all.
+  const std::optional<BinOf>& pack_by_cost(std::size_t from, std::size_t to, Wide capacity) {
+    const Question question{true, capacity, from, to};
+    auto found = by_cost_.find(question);
+    if (found == by_cost_.end()) {
+      found = by_cost_.emplace(question, cost_fit(from, to, capacity)).first;
+    }
+    return found->second;
+  }
+
+  /// The least capacity that could hold a bucket of `total` elements whose largest param
+  /// spans `largest`: no packing of it does better.
+  Wide lowest_capacity(Wide total, Wide largest) const {
+    return pad_to(std::max(largest, (total + dp_ - 1) / dp_), Wide{shard_divisor_});
+  }
+
+  std::pair<Wide, BinOf> search_smallest_fit(std::size_t from, std::size_t to, Wide at_least) {
     Wide total = 0;
     Wide largest = 0;
     for (std::size_t q = from; q < to; ++q) {
       total += span(q);
       largest = std::max(largest, span(q));
     }
-    const Wide lowest = pad_to(std::max({at_least, largest, (total + dp_ - 1) / dp_}),
-                               Wide{shard_divisor_});
-    if (std::optional<std::vector<std::int64_t>> bins = pack(from, to, lowest, false)) {
-      return {lowest, std::move(*bins)};
+    const std::vector<std::size_t> items = by_decreasing_span(from, to);
+    // Of the k*dp + 1 largest params some bin holds k + 1, at least the k + 1 smallest.
+    Wide crowded = 0;
+    Wide smallest_k = 0;  // the sum of items [k*dp - k, k*dp]
+    for (std::size_t k = 1, dp = static_cast<std::size_t>(dp_); k * dp < items.size(); ++k) {
+      smallest_k = 0;
+      for (std::size_t i = k * dp - k; i <= k * dp; ++i) smallest_k += span(items[i]);
+      crowded = std::max(crowded, smallest_k);
+      if (k * k > items.size()) break;  // enough: the bound flattens, the sums lengthen
     }
-    // Gallop up from `lowest` to a capacity that packs, then bisect down to within
-    // 1/1024 of the smallest one that does.
-    Wide failed = lowest;
+    const Wide lowest = std::max({pad_to(at_least, Wide{shard_divisor_}),
+                                  lowest_capacity(total, largest),
+                                  pad_to(crowded, Wide{shard_divisor_})});
+    // Gallop up from `lowest` to a capacity that packs, then bisect down to within 1/1024
+    // of the smallest one that does; a packing at one capacity also holds at its fullest
+    // bin's (padded), which is where the search goes on from.
+    std::optional<Wide> fill = best_fit(items, lowest);
+    Wide failed = lowest - 1;
     Wide step = std::max<Wide>(lowest / 256, shard_divisor_);
-    Wide capacity = pad_to(lowest + step, Wide{shard_divisor_});
-    std::optional<std::vector<std::int64_t>> bins;
-    while (!(bins = pack(from, to, capacity, false))) {
+    Wide capacity = lowest;
+    while (!fill) {
       failed = capacity;
-      step *= 2;
       capacity = pad_to(lowest + step, Wide{shard_divisor_});
+      step *= 2;
+      fill = best_fit(items, capacity);
     }
+    capacity = pad_to(*fill, Wide{shard_divisor_});
     const Wide resolution = std::max<Wide>(lowest / 1024, shard_divisor_);
     while (capacity - failed > resolution) {
       const Wide middle = pad_to(failed + (capacity - failed) / 2, Wide{shard_divisor_});
       if (middle >= capacity) break;
-      if (std::optional<std::vector<std::int64_t>> tighter = pack(from, to, middle, false)) {
-        capacity = middle;
-        bins = std::move(tighter);
+      if (std::optional<Wide> tighter = best_fit(items, middle)) {
+        capacity = pad_to(*tighter, Wide{shard_divisor_});
       } else {
         failed = middle;
       }
     }
-    return {capacity, std::move(*bins)};
+    BinOf bin_of(to - from);
+    best_fit(items, capacity, from, &bin_of);
+    return {capacity, std::move(bin_of)};
   }
 
-  /// Packs the params at positions [from, end) (no shared embedding among them) into
-  /// buckets; returns `end`.
-  std::size_t pack_run(std::size_t from, std::size_t end) {
+  /// Plans buckets for the params at positions [from, end) (no shared embedding among them)
+  /// in at most `budget` elements; false when they do not fit in it.
+  bool plan_run(std::size_t from, std::size_t end, Wide budget) {
     const std::optional<std::int64_t>& bucket_size = job_.options.bucket_size;
     if (!bucket_size) {
-      auto [capacity, bins] = smallest_fit(from, end, 0);
-      emit(from, end, capacity, std::move(bins));
-      return end;
+      const auto& [capacity, bins] = smallest_fit(from, end, 0);
+      planned_.push_back({from, end, capacity * dp_, &bins});
+      return capacity * dp_ <= budget;
     }
     // How many buckets: greedily, each takes params while they fit dp shards of
     // max(bucket_size / dp, its largest param).
@@ -211,28 +362,30 @@ class BalancedPacker {
     // Long runs (thousands of experts) try fewer counts, to keep planning fast.
     const bool long_run = end - from > kLongRun;
     std::set<std::size_t, std::greater<>> counts;
-    for (std::size_t fewer = 0; fewer <= (long_run ? 1 : 4) && fewer < buckets; ++fewer) {
+    for (std::size_t fewer = 0; fewer <= (long_run ? 1 : 2) && fewer < buckets; ++fewer) {
       counts.insert(buckets - fewer);
     }
-    for (int percent = 50; percent < 100; percent += long_run ? 25 : 5) {
+    for (int percent = 50; percent < 100; percent += long_run ? 25 : 10) {
       counts.insert(std::max<std::size_t>(1, buckets * static_cast<std::size_t>(percent) / 100));
     }
     std::vector<Bucket> best;
     for (std::size_t count : counts) {  // from the most buckets down: ties keep more
-      std::vector<Bucket> option = cut(from, end, count, run_total, target);
-      if (best.empty() || size_of(option) < size_of(best)) best = std::move(option);
+      const Wide beat = best.empty() ? budget + 1 : size_of(best);
+      if (std::optional<std::vector<Bucket>> option = cut(from, end, count, run_total, target, beat)) {
+        best = std::move(*option);
+      }
     }
-    for (Bucket& bucket : best) {
-      emit(bucket.from, bucket.to, bucket.size / dp_, std::move(bucket.bins));
-    }
-    return end;
+    planned_.insert(planned_.end(), best.begin(), best.end());
+    return !best.empty();
   }
 
+  /// Positions [from, to) in one bucket of `size` (dp * shard size) elements, packed as
+  /// `bins` says (owned by the memo); a shared embedding alone when `bins` is null.
   struct Bucket {
     std::size_t from = 0;
     std::size_t to = 0;
-    Wide size = 0;  ///< dp * shard size
-    std::vector<std::int64_t> bins;
+    Wide size = 0;
+    const BinOf* bins = nullptr;
   };
 
   static Wide size_of(const std::vector<Bucket>& buckets) {
@@ -241,61 +394,80 @@ class BalancedPacker {
     return size;
   }
 
-  /// Positions [from, end) in `count` buckets of about equal totals.
-  std::vector<Bucket> cut(std::size_t from, std::size_t end, std::size_t count, Wide run_total,
-                          Wide target) const {
+  /// Positions [from, end) in `count` buckets of about equal totals, each with the smallest
+  /// shards that hold it; nothing when they cannot come to fewer than `beat` elements.
+  std::optional<std::vector<Bucket>> cut(std::size_t from, std::size_t end, std::size_t count,
+                                         Wide run_total, Wide target, Wide beat) {
     std::vector<Bucket> out;
+    std::vector<Wide> lowest;  // each bucket's least size, to give up early
+    Wide lowest_left = 0;
     std::size_t q = from;
     Wide done = 0;
     for (std::size_t k = 1; k <= count && q < end; ++k) {
       const Wide goal = run_total * static_cast<Wide>(k) / static_cast<Wide>(count);
       std::size_t to = q;
       Wide total = done;
+      Wide largest = 0;
       while (to < end && (k == count || to == q || total + span(to) <= goal ||
                           goal - total > total + span(to) - goal)) {
         total += span(to);
+        largest = std::max(largest, span(to));
         ++to;
       }
-      auto [capacity, bins] = smallest_fit(q, to, target);
-      out.push_back({q, to, capacity * dp_, std::move(bins)});
+      out.push_back({q, to, 0, nullptr});
+      lowest.push_back(dp_ * lowest_capacity(total - done, largest));
+      lowest_left += lowest.back();
       done = total;
       q = to;
     }
+    Wide size = 0;
+    for (std::size_t b = 0; b < out.size(); ++b) {
+      if (size + lowest_left >= beat) return std::nullopt;
+      const auto& [capacity, bins] = smallest_fit(out[b].from, out[b].to, target);
+      out[b].size = capacity * dp_;
+      out[b].bins = &bins;
+      size += out[b].size;
+      lowest_left -= lowest[b];
+    }
+    if (size >= beat) return std::nullopt;
     return out;
   }
 
   /// Places positions [from, to) by their bins, giving the costliest bin the least-loaded
   /// shard, and closes the bucket.
-  void emit(std::size_t from, std::size_t to, Wide capacity, std::vector<std::int64_t> bin_of) {
+  void emit(std::size_t from, std::size_t to, Wide capacity, const BinOf& by_size) {
     // The sizes are settled; at the same capacity, packing by cost balances the ranks.
-    if (std::optional<std::vector<std::int64_t>> by_cost = pack(from, to, capacity, true)) {
-      bin_of = std::move(*by_cost);
-    }
-    std::vector<Wide> bin_cost(static_cast<std::size_t>(dp_), 0);
-    std::vector<Wide> bin_fill(static_cast<std::size_t>(dp_), 0);
+    const std::optional<BinOf>& by_cost = pack_by_cost(from, to, capacity);
+    const BinOf& bin_of = by_cost ? *by_cost : by_size;
+    std::vector<Wide>& bin_cost = scratch_.bin_cost;
+    bin_cost.assign(static_cast<std::size_t>(dp_), 0);
     Wide numel = 0;
     for (std::size_t q = from; q < to; ++q) {
       const std::size_t bin = static_cast<std::size_t>(bin_of[q - from]);
       bin_cost[bin] += cost_[order_[q]];
-      bin_fill[bin] += span(q);
       numel += job_.param(order_[q]).numel;
     }
-    std::vector<std::int64_t> bins(static_cast<std::size_t>(dp_));
-    std::vector<std::int64_t> shards(static_cast<std::size_t>(dp_));
+    std::vector<std::int64_t>& bins = scratch_.bins;
+    std::vector<std::int64_t>& shards = scratch_.shards;
+    bins.resize(static_cast<std::size_t>(dp_));
+    shards.resize(static_cast<std::size_t>(dp_));
     for (std::int64_t s = 0; s < dp_; ++s) bins[s] = shards[s] = s;
-    std::stable_sort(bins.begin(), bins.end(),
-                     [&](std::int64_t a, std::int64_t b) { return bin_cost[a] > bin_cost[b]; });
-    std::stable_sort(shards.begin(), shards.end(),
-                     [&](std::int64_t a, std::int64_t b) { return loads_[a] < loads_[b]; });
-    std::vector<std::int64_t> shard_of_bin(static_cast<std::size_t>(dp_));
+    std::sort(bins.begin(), bins.end(), [&](std::int64_t a, std::int64_t b) {
+      return bin_cost[a] > bin_cost[b] || (bin_cost[a] == bin_cost[b] && a < b);
+    });
+    std::sort(shards.begin(), shards.end(), [&](std::int64_t a, std::int64_t b) {
+      return loads_[a] < loads_[b] || (loads_[a] == loads_[b] && a < b);
+    });
+    std::vector<std::int64_t>& shard_of_bin = scratch_.shard_of_bin;
+    shard_of_bin.resize(static_cast<std::size_t>(dp_));
     for (std::int64_t r = 0; r < dp_; ++r) {
       shard_of_bin[bins[r]] = shards[r];
       loads_[shards[r]] += bin_cost[bins[r]];
     }
-    const Wide shard_size =
-        pad_to(*std::max_element(bin_fill.begin(), bin_fill.end()), Wide{shard_divisor_});
+    const Wide shard_size = capacity;
     // Placed by start: shard by shard, each shard's params in backprop order.
-    std::vector<std::pair<std::int64_t, std::size_t>> by_start;
+    std::vector<std::pair<std::int64_t, std::size_t>>& by_start = scratch_.by_start;
+    by_start.clear();
     for (std::size_t q = from; q < to; ++q) by_start.push_back({shard_of_bin[bin_of[q - from]], q});
     std::sort(by_start.begin(), by_start.end());
     std::int64_t shard = -1;
@@ -317,21 +489,34 @@ class BalancedPacker {
   const std::int64_t shard_divisor_;
   std::vector<std::size_t> order_;  ///< param indices in backprop order
   std::vector<Wide> cost_;
+  std::vector<Wide> span_;  ///< aligned numel by position
+  std::vector<Bucket> planned_;
+  Bins bins_;  ///< best_fit's, reused
   std::vector<Wide> loads_;  ///< Newton-Schulz cost per shard, across buckets
+  std::vector<std::uint64_t> prefix_;  ///< polynomial hash of the spans before each position
+  std::vector<std::uint64_t> power_;   ///< kHashBase to the power of each length
+  std::unordered_map<Question, std::pair<Wide, BinOf>, QuestionHash, SameQuestion> fits_{
+      64, QuestionHash{this}, SameQuestion{this}};
+  std::unordered_map<Question, std::optional<BinOf>, QuestionHash, SameQuestion> by_cost_{
+      64, QuestionHash{this}, SameQuestion{this}};
+  struct {  // emit's working space, kept across buckets
+    std::vector<Wide> bin_cost;
+    std::vector<std::int64_t> bins, shards, shard_of_bin;
+    std::vector<std::pair<std::int64_t, std::size_t>> by_start;
+  } scratch_;
   LayerwiseBuckets buckets_;
 };
 
-/// The largest per-shard Newton-Schulz cost of a packed buffer; `cost` by param position.
-double heaviest_shard(const BufferJob& job, const BufferLayout& layout,
+/// The largest per-shard Newton-Schulz cost of a buffer `made` packed; `cost` by position.
+double heaviest_shard(const BufferJob& job, const BufferBuilder& made, const BufferLayout& layout,
                       const std::vector<Wide>& cost) {
-  std::unordered_map<std::string_view, std::size_t> position;
-  for (std::size_t k = 0; k < job.group.params.size(); ++k) position.emplace(job.param(k).name, k);
   const std::int64_t shards = job.group.num_shards;
   std::vector<double> load(static_cast<std::size_t>(shards), 0.0);
-  for (const ParamSlot& p : layout.params) {
+  for (std::size_t i = 0; i < layout.params.size(); ++i) {
+    const ParamSlot& p = layout.params[i];
     const BucketRange& bucket = layout.buckets[static_cast<std::size_t>(p.bucket)];
     load[static_cast<std::size_t>((p.start - bucket.start) / (bucket.size() / shards))] +=
-        static_cast<double>(cost[position.at(p.name)]);
+        static_cast<double>(cost[made.placed()[i]]);
   }
   return *std::max_element(load.begin(), load.end());
 }
@@ -344,18 +529,19 @@ Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out
   Result<std::vector<Wide>> cost = newton_schulz_costs(job);
   if (!cost) return cost.error();
   BufferLayout greedy_layout;
-  BufferBuilder greedy(greedy_layout);
+  BufferBuilder greedy(greedy_layout, job.group.params.size());
   if (Result<void> r = lay_out_layerwise(job, greedy, *cost); !r) return r;
   BufferLayout balanced_layout;
-  BufferBuilder balanced(balanced_layout);
-  BalancedPacker(job, balanced).run(*cost);
-  const auto size = [](const BufferLayout& b) {
-    return b.buckets.empty() ? std::int64_t{0} : b.buckets.back().end;
-  };
-  const bool keep = size(balanced_layout) <= size(greedy_layout) &&
-                    heaviest_shard(job, balanced_layout, *cost) <=
-                        heaviest_shard(job, greedy_layout, *cost) * (1 + 1e-12);
-  if (keep) {
+  BufferBuilder balanced(balanced_layout, job.group.params.size());
+  BalancedPacker packer(job, balanced);
+  const Wide greedy_size = greedy_layout.buckets.empty() ? 0 : greedy_layout.buckets.back().end;
+  if (!packer.plan(*cost, greedy_size)) {
+    out.take(std::move(greedy_layout), greedy.max_offset());
+    return {};
+  }
+  packer.emit();
+  if (heaviest_shard(job, balanced, balanced_layout, *cost) <=
+      heaviest_shard(job, greedy, greedy_layout, *cost) * (1 + 1e-12)) {
     out.take(std::move(balanced_layout), balanced.max_offset());
   } else {
     out.take(std::move(greedy_layout), greedy.max_offset());
