@@ -84,6 +84,8 @@ class Bins {
 
 /// Up to this many shards, packing first tries to balance cost (a scan of the bins per item).
 constexpr std::int64_t kCostAwareLimit = 64;
+/// At most this many swaps of bins between shards, to lighten the heaviest.
+constexpr std::size_t kMaxSwaps = 256;
 /// Runs of more params than this try fewer bucket counts.
 constexpr std::size_t kLongRun = 2000;
 
@@ -94,7 +96,6 @@ class BalancedPacker {
         out_(out),
         dp_(job.group.num_shards),
         shard_divisor_(shard_divisor(dp_, job.options.pad_for_high_nccl_busbw)),
-        loads_(static_cast<std::size_t>(dp_), 0),
         buckets_(out, dp_, shard_divisor_) {}
 
   /// Plans the buffer in at most `limit` elements, given every param's Newton-Schulz cost by
@@ -136,14 +137,119 @@ class BalancedPacker {
   /// The planned buffer's size in elements.
   Wide size() const { return size_of(planned_); }
 
-  /// Lays out the planned buckets.
-  void emit() {
-    for (const Bucket& bucket : planned_) {
-      if (bucket.bins) {
-        emit(bucket.from, bucket.to, bucket.size / dp_, *bucket.bins);
-      } else {
-        buckets_.shared_embedding(job_, order_[bucket.from]);
+  /// Gives each planned bucket's bins to shards, keeping the heaviest shard's Newton-Schulz
+  /// cost low: buckets with the costliest bins first, each bin costliest-first onto the
+  /// least-loaded shard; then, while the heaviest shard is above `target`, the swap of two
+  /// bins of one bucket that lightens it most. Returns the heaviest shard's cost.
+  Wide assign(Wide target) {
+    const auto dp = static_cast<std::size_t>(dp_);
+    bin_cost_.assign(planned_.size() * dp, 0);
+    bin_on_shard_.assign(planned_.size() * dp, 0);
+    std::vector<Wide> load(dp, 0);
+    std::vector<std::size_t> by_heaviest_bin;
+    for (std::size_t b = 0; b < planned_.size(); ++b) {
+      Bucket& bucket = planned_[b];
+      if (!bucket.bins) {  // a shared embedding: shard 0
+        load[0] += cost_of(bucket.from);
+        continue;
       }
+      // The sizes are settled; at the same capacity, packing by cost balances the ranks.
+      const std::optional<BinOf>& by_cost = pack_by_cost(bucket.from, bucket.to, bucket.size / dp_);
+      if (by_cost) bucket.bins = &*by_cost;
+      for (std::size_t q = bucket.from; q < bucket.to; ++q) {
+        bin_cost_[b * dp + static_cast<std::size_t>((*bucket.bins)[q - bucket.from])] += cost_of(q);
+      }
+      by_heaviest_bin.push_back(b);
+    }
+    const auto heaviest_bin = [&](std::size_t b) {
+      return *std::max_element(bin_cost_.begin() + b * dp, bin_cost_.begin() + (b + 1) * dp);
+    };
+    std::stable_sort(by_heaviest_bin.begin(), by_heaviest_bin.end(),
+                     [&](std::size_t a, std::size_t b) { return heaviest_bin(a) > heaviest_bin(b); });
+    std::vector<std::size_t> bins(dp);
+    std::vector<std::size_t> shards(dp);
+    for (std::size_t b : by_heaviest_bin) {
+      const Wide* cost = &bin_cost_[b * dp];
+      for (std::size_t i = 0; i < dp; ++i) bins[i] = shards[i] = i;
+      std::sort(bins.begin(), bins.end(), [&](std::size_t x, std::size_t y) {
+        return cost[x] > cost[y] || (cost[x] == cost[y] && x < y);
+      });
+      std::sort(shards.begin(), shards.end(), [&](std::size_t x, std::size_t y) {
+        return load[x] < load[y] || (load[x] == load[y] && x < y);
+      });
+      for (std::size_t i = 0; i < dp; ++i) {
+        bin_on_shard_[b * dp + shards[i]] = static_cast<std::int64_t>(bins[i]);
+        load[shards[i]] += cost[bins[i]];
+      }
+    }
+    for (std::size_t swaps = 0; swaps < kMaxSwaps; ++swaps) {
+      const std::size_t h = static_cast<std::size_t>(
+          std::max_element(load.begin(), load.end()) - load.begin());
+      if (load[h] <= target) break;
+      Wide best = load[h];
+      std::size_t best_bucket = 0;
+      std::size_t best_shard = h;
+      for (std::size_t b : by_heaviest_bin) {
+        const Wide on_h = bin_cost_[b * dp + static_cast<std::size_t>(bin_on_shard_[b * dp + h])];
+        for (std::size_t s = 0; s < dp; ++s) {
+          const Wide on_s =
+              bin_cost_[b * dp + static_cast<std::size_t>(bin_on_shard_[b * dp + s])];
+          if (on_s >= on_h) continue;
+          const Wide after = std::max(load[h] - on_h + on_s, load[s] - on_s + on_h);
+          if (after < best) {
+            best = after;
+            best_bucket = b;
+            best_shard = s;
+          }
+        }
+      }
+      if (best_shard == h) break;
+      const std::size_t b = best_bucket;
+      const Wide on_h = bin_cost_[b * dp + static_cast<std::size_t>(bin_on_shard_[b * dp + h])];
+      const Wide on_s =
+          bin_cost_[b * dp + static_cast<std::size_t>(bin_on_shard_[b * dp + best_shard])];
+      load[h] += on_s - on_h;
+      load[best_shard] += on_h - on_s;
+      std::swap(bin_on_shard_[b * dp + h], bin_on_shard_[b * dp + best_shard]);
+    }
+    return *std::max_element(load.begin(), load.end());
+  }
+
+  /// Lays out the planned buckets as `assign` gave them to shards.
+  void emit() {
+    const auto dp = static_cast<std::size_t>(dp_);
+    std::vector<std::int64_t> shard_of_bin(dp);
+    std::vector<std::pair<std::int64_t, std::size_t>> by_start;
+    for (std::size_t b = 0; b < planned_.size(); ++b) {
+      const Bucket& bucket = planned_[b];
+      if (!bucket.bins) {
+        buckets_.shared_embedding(job_, order_[bucket.from]);
+        continue;
+      }
+      for (std::size_t s = 0; s < dp; ++s) {
+        shard_of_bin[static_cast<std::size_t>(bin_on_shard_[b * dp + s])] =
+            static_cast<std::int64_t>(s);
+      }
+      // Placed by start: shard by shard, each shard's params in backprop order.
+      by_start.clear();
+      Wide numel = 0;
+      for (std::size_t q = bucket.from; q < bucket.to; ++q) {
+        by_start.push_back({shard_of_bin[(*bucket.bins)[q - bucket.from]], q});
+        numel += job_.param(order_[q]).numel;
+      }
+      std::sort(by_start.begin(), by_start.end());
+      const Wide shard_size = bucket.size / dp_;
+      std::int64_t shard = -1;
+      Wide at = 0;
+      for (const auto& [s, q] : by_start) {
+        if (s != shard) {
+          shard = s;
+          at = buckets_.start() + s * shard_size;
+        }
+        out_.place(job_, order_[q], at, buckets_.id());
+        at += span(q);
+      }
+      buckets_.close(shard_size, numel);
     }
   }
 
@@ -433,56 +539,6 @@ class BalancedPacker {
     return out;
   }
 
-  /// Places positions [from, to) by their bins, giving the costliest bin the least-loaded
-  /// shard, and closes the bucket.
-  void emit(std::size_t from, std::size_t to, Wide capacity, const BinOf& by_size) {
-    // The sizes are settled; at the same capacity, packing by cost balances the ranks.
-    const std::optional<BinOf>& by_cost = pack_by_cost(from, to, capacity);
-    const BinOf& bin_of = by_cost ? *by_cost : by_size;
-    std::vector<Wide>& bin_cost = scratch_.bin_cost;
-    bin_cost.assign(static_cast<std::size_t>(dp_), 0);
-    Wide numel = 0;
-    for (std::size_t q = from; q < to; ++q) {
-      const std::size_t bin = static_cast<std::size_t>(bin_of[q - from]);
-      bin_cost[bin] += cost_[order_[q]];
-      numel += job_.param(order_[q]).numel;
-    }
-    std::vector<std::int64_t>& bins = scratch_.bins;
-    std::vector<std::int64_t>& shards = scratch_.shards;
-    bins.resize(static_cast<std::size_t>(dp_));
-    shards.resize(static_cast<std::size_t>(dp_));
-    for (std::int64_t s = 0; s < dp_; ++s) bins[s] = shards[s] = s;
-    std::sort(bins.begin(), bins.end(), [&](std::int64_t a, std::int64_t b) {
-      return bin_cost[a] > bin_cost[b] || (bin_cost[a] == bin_cost[b] && a < b);
-    });
-    std::sort(shards.begin(), shards.end(), [&](std::int64_t a, std::int64_t b) {
-      return loads_[a] < loads_[b] || (loads_[a] == loads_[b] && a < b);
-    });
-    std::vector<std::int64_t>& shard_of_bin = scratch_.shard_of_bin;
-    shard_of_bin.resize(static_cast<std::size_t>(dp_));
-    for (std::int64_t r = 0; r < dp_; ++r) {
-      shard_of_bin[bins[r]] = shards[r];
-      loads_[shards[r]] += bin_cost[bins[r]];
-    }
-    const Wide shard_size = capacity;
-    // Placed by start: shard by shard, each shard's params in backprop order.
-    std::vector<std::pair<std::int64_t, std::size_t>>& by_start = scratch_.by_start;
-    by_start.clear();
-    for (std::size_t q = from; q < to; ++q) by_start.push_back({shard_of_bin[bin_of[q - from]], q});
-    std::sort(by_start.begin(), by_start.end());
-    std::int64_t shard = -1;
-    Wide at = 0;
-    for (const auto& [s, q] : by_start) {
-      if (s != shard) {
-        shard = s;
-        at = buckets_.start() + s * shard_size;
-      }
-      out_.place(job_, order_[q], at, buckets_.id());
-      at += span(q);
-    }
-    buckets_.close(shard_size, numel);
-  }
-
   const BufferJob& job_;
   BufferBuilder& out_;
   const std::int64_t dp_;
@@ -492,18 +548,14 @@ class BalancedPacker {
   std::vector<Wide> span_;  ///< aligned numel by position
   std::vector<Bucket> planned_;
   Bins bins_;  ///< best_fit's, reused
-  std::vector<Wide> loads_;  ///< Newton-Schulz cost per shard, across buckets
   std::vector<std::uint64_t> prefix_;  ///< polynomial hash of the spans before each position
   std::vector<std::uint64_t> power_;   ///< kHashBase to the power of each length
   std::unordered_map<Question, std::pair<Wide, BinOf>, QuestionHash, SameQuestion> fits_{
       64, QuestionHash{this}, SameQuestion{this}};
   std::unordered_map<Question, std::optional<BinOf>, QuestionHash, SameQuestion> by_cost_{
       64, QuestionHash{this}, SameQuestion{this}};
-  struct {  // emit's working space, kept across buckets
-    std::vector<Wide> bin_cost;
-    std::vector<std::int64_t> bins, shards, shard_of_bin;
-    std::vector<std::pair<std::int64_t, std::size_t>> by_start;
-  } scratch_;
+  std::vector<Wide> bin_cost_;              ///< by planned bucket, then bin
+  std::vector<std::int64_t> bin_on_shard_;  ///< by planned bucket, then shard
   LayerwiseBuckets buckets_;
 };
 
@@ -535,13 +587,15 @@ Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out
   BufferBuilder balanced(balanced_layout, job.group.params.size());
   BalancedPacker packer(job, balanced);
   const Wide greedy_size = greedy_layout.buckets.empty() ? 0 : greedy_layout.buckets.back().end;
-  if (!packer.plan(*cost, greedy_size)) {
+  const double greedy_heaviest = heaviest_shard(job, greedy, greedy_layout, *cost);
+  if (!packer.plan(*cost, greedy_size) ||
+      static_cast<double>(packer.assign(static_cast<Wide>(greedy_heaviest))) >
+          greedy_heaviest * (1 + 1e-12)) {
     out.take(std::move(greedy_layout), greedy.max_offset());
     return {};
   }
   packer.emit();
-  if (heaviest_shard(job, balanced, balanced_layout, *cost) <=
-      heaviest_shard(job, greedy, greedy_layout, *cost) * (1 + 1e-12)) {
+  if (heaviest_shard(job, balanced, balanced_layout, *cost) <= greedy_heaviest * (1 + 1e-12)) {
     out.take(std::move(balanced_layout), balanced.max_offset());
   } else {
     out.take(std::move(greedy_layout), greedy.max_offset());
