@@ -2,7 +2,7 @@
 # Benchmarks `paramlayout plan` (issue 2's speed goals) in a release build:
 #  - a DeepSeek-V3-shaped manifest (all 256 experts on one rank: ~30k params, ~0.67 T
 #    elements) at dp 8, 64 and 512 with both strategies: the whole process (--timings,
-#    peak RSS) and the plan phase alone (bench_plan, best of 20);
+#    peak RSS) and the plan phase alone (bench_plan, best of 20), layerwise with both packers;
 #  - a synthetic 1M-param manifest at dp 4096: throughput of manifest + layout JSON.
 # With MEGATRON_LM set to a Megatron-LM checkout (work tree or bare git dir), Megatron-LM's
 # own layout functions are timed on the same manifest in the same run (the anchor), and
@@ -24,6 +24,9 @@ echo
 echo "### DeepSeek-V3 (ep 1): $(du -h "$deepseek" | cut -f1) manifest"
 for strategy in sequential-dp layerwise; do
   build-release/bench_plan "$deepseek" "$strategy" 8 64 512
+  if [ "$strategy" = layerwise ]; then
+    build-release/bench_plan "$deepseek" layerwise/balanced 8 64 512
+  fi
   for dp in 8 64 512; do
     /usr/bin/time -f "    peak RSS %M KB" "$bin" plan "$deepseek" --dp "$dp" --strategy "$strategy" \
       -q --timings -o "$data/$strategy-dp$dp.json" 2>&1 | sed "s/^timings/  $strategy dp $dp: timings/"

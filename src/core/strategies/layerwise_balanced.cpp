@@ -7,9 +7,10 @@
 // of about equal totals, so the last bucket is as full as the others; each bucket gets the
 // smallest capacity at which best-fit-decreasing packs it, and at that capacity its params
 // are packed by Newton-Schulz cost where they fit. Bins then go to shards costliest first
-// onto the least-loaded shards, loads kept across the buffer's buckets. Megatron-LM's
-// packing of the buffer is made too, and kept where it pads less or loads a rank more
-// lightly, so `balanced` never loses on either.
+// onto the least-loaded shards, loads kept across the buffer's buckets, and swaps within a
+// bucket lighten the heaviest shard. Megatron-LM's packing of the buffer is made first;
+// `balanced` gives up as soon as it cannot match its size, and Megatron-LM's is kept where
+// it pads less or loads a rank more lightly, so `balanced` never loses on either.
 #include <algorithm>
 #include <functional>
 #include <set>
