@@ -13,7 +13,7 @@ PARAMLAYOUT_PACKAGES=(
 )
 
 # The tests also run the torch tools (tools/paramlayout_*.py) on a real torch.
-PARAMLAYOUT_TEST_PACKAGES=(python3-torch)
+PARAMLAYOUT_TEST_PACKAGES=(python3-torch libopenmpi-dev openmpi-bin)
 
 paramlayout_missing_packages() {
   local missing=() p

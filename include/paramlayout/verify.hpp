@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,33 @@
 #include "paramlayout/manifest.hpp"
 
 namespace paramlayout {
+
+namespace verify {
+class Peers;
+}
+
+/// The processes one verify run spans: this one alone, or one per GPU when an MPI launcher
+/// (mpirun, srun) started several, which then bootstrap NCCL together. Join first, before
+/// reading inputs, and keep it until verify is done; only rank 0 should print.
+class ProcessGroup {
+ public:
+  /// Fails when several processes were launched but this build has no MPI.
+  static Result<ProcessGroup> join();
+  ProcessGroup(ProcessGroup&&) noexcept;
+  ProcessGroup& operator=(ProcessGroup&&) noexcept;
+  ~ProcessGroup();
+
+  int rank() const;
+  int size() const;
+  bool reports() const { return rank() == 0; }
+  /// The lowest failing rank's message, on every process; nothing when none failed.
+  std::optional<std::string> first_failure(const std::optional<std::string>& mine);
+  verify::Peers& peers() { return *peers_; }
+
+ private:
+  explicit ProcessGroup(std::unique_ptr<verify::Peers> peers);
+  std::unique_ptr<verify::Peers> peers_;
+};
 
 /// Which machine runs the data pass.
 enum class BackendChoice : std::uint8_t {
@@ -30,6 +59,8 @@ struct VerifyOptions {
   std::int64_t max_block_elements = 0;
   /// Called after each bucket with (buckets done, buckets in all).
   std::function<void(std::size_t, std::size_t)> progress;
+  /// The processes the data pass spans; null: this process alone. Several need nccl.
+  ProcessGroup* processes = nullptr;
 };
 
 /// One bucket's data pass.

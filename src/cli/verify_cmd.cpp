@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <optional>
 
 #include "commands.hpp"
 #include "flags.hpp"
@@ -112,9 +113,18 @@ CLI::App* setup_verify(CLI::App& app, VerifyCommand& command) {
 }
 
 int run_verify(const VerifyCommand& command) {
+  // Under an MPI launcher every process runs this; they agree on each failure, so all exit
+  // alike, and only rank 0 prints.
+  Result<ProcessGroup> group = ProcessGroup::join();
+  if (!group) {
+    print_error(group.error());
+    return kExitBadInput;
+  }
+  const bool speaks = group->reports();
   Result<LayoutWithManifest> inputs = load_layout_with_manifest(command.layout, command.manifest);
-  if (!inputs) {
-    print_error(inputs.error());
+  if (std::optional<std::string> failure = group->first_failure(
+          inputs ? std::nullopt : std::optional<std::string>(inputs.error().message))) {
+    if (speaks) print_error(Error{*failure});
     return kExitBadInput;
   }
   const Manifest& manifest = inputs->manifest;
@@ -126,8 +136,9 @@ int run_verify(const VerifyCommand& command) {
   options.gpus = command.gpus;
   options.timeout_seconds = command.timeout;
   options.max_block_elements = command.chunk_elements;
+  options.processes = &*group;
   // Progress on stderr: a live line on a terminal, a line every 10 s in a log.
-  if (!command.quiet) {
+  if (!command.quiet && speaks) {
     const bool live = is_terminal(stderr);
     options.progress = [live, start = std::chrono::steady_clock::now(),
                         last = std::chrono::steady_clock::now()](std::size_t done,
@@ -146,9 +157,10 @@ int run_verify(const VerifyCommand& command) {
   }
   Result<VerifyReport> report = verify_layout(layout, manifest, options);
   if (!report) {
-    print_error(report.error());
+    if (speaks) print_error(report.error());
     return kExitBadInput;
   }
+  if (!speaks) return report->ok() ? kExitOk : kExitWrong;
   for (const std::string& note : report->notes) fmt::print(stderr, "paramlayout: note: {}\n", note);
   if (!command.report.empty()) {
     if (Result<void> written =

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "paramlayout/error.hpp"
+#include "peers.hpp"
 #include "values.hpp"
 
 namespace paramlayout::verify {
@@ -88,9 +89,12 @@ class Backend {
 /// devices (dividing dp) exercise the same block geometry as GPUs do.
 std::unique_ptr<Backend> make_cpu_backend(std::int64_t devices);
 
-/// Real CUDA buffers and NCCL over up to `gpus` visible GPUs (0: all). Fails with a message
-/// when no CUDA device is visible or this build has no CUDA/NCCL.
-Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seconds);
+/// Real CUDA buffers and NCCL: over up to `gpus` visible GPUs (0: all) when `peers` is this
+/// process alone, else over one GPU per process (its local rank's). Fails with a message
+/// when no CUDA device is visible or this build has no CUDA/NCCL; under several processes
+/// every one fails alike, so none is left waiting.
+Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seconds,
+                                                   Peers& peers);
 
 /// The rule for the values device `device` sends in segment `s` of a round.
 ValueRule sent_values(const Round& round, std::int64_t device, const Segment& s);

@@ -226,13 +226,26 @@ Result<VerifyReport> verify_layout(const Layout& layout, const Manifest& manifes
   report.violations = check_layout(layout, manifest);
   if (!report.violations.empty()) return report;
 
+  std::unique_ptr<verify::Peers> solo;
+  verify::Peers* peers = options.processes ? &options.processes->peers() : nullptr;
+  if (!peers) peers = (solo = verify::solo_peers()).get();
+  const bool several = peers->size() > 1;
+  if (several && options.backend == BackendChoice::cpu) {
+    return Error{"the cpu backend runs in one process, but " + std::to_string(peers->size()) +
+                 " were launched: use --backend nccl (one GPU per process), or run without "
+                 "the MPI launcher"};
+  }
+  if (several && options.gpus > 0) {
+    return Error{"--gpus is for one process driving several GPUs; under an MPI launcher "
+                 "each process takes one GPU"};
+  }
   std::unique_ptr<verify::Backend> backend;
   if (options.backend != BackendChoice::cpu) {
     Result<std::unique_ptr<verify::Backend>> nccl =
-        verify::make_nccl_backend(options.gpus, options.timeout_seconds);
+        verify::make_nccl_backend(options.gpus, options.timeout_seconds, *peers);
     if (nccl) {
       backend = std::move(*nccl);
-    } else if (options.backend == BackendChoice::nccl) {
+    } else if (options.backend == BackendChoice::nccl || several) {
       return nccl.error();
     } else {
       report.notes.push_back(nccl.error().message + "; using the cpu backend");
@@ -247,6 +260,24 @@ Result<VerifyReport> verify_layout(const Layout& layout, const Manifest& manifes
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
+}
+
+ProcessGroup::ProcessGroup(std::unique_ptr<verify::Peers> peers) : peers_(std::move(peers)) {}
+ProcessGroup::ProcessGroup(ProcessGroup&&) noexcept = default;
+ProcessGroup& ProcessGroup::operator=(ProcessGroup&&) noexcept = default;
+ProcessGroup::~ProcessGroup() = default;
+
+Result<ProcessGroup> ProcessGroup::join() {
+  Result<std::unique_ptr<verify::Peers>> peers = verify::join_peers();
+  if (!peers) return peers.error();
+  return ProcessGroup(std::move(*peers));
+}
+
+int ProcessGroup::rank() const { return peers_->rank(); }
+int ProcessGroup::size() const { return peers_->size(); }
+
+std::optional<std::string> ProcessGroup::first_failure(const std::optional<std::string>& mine) {
+  return peers_->first_failure(mine);
 }
 
 }  // namespace paramlayout

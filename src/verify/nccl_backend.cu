@@ -1,13 +1,17 @@
 // The nccl backend: real CUDA buffers on every visible GPU, NCCL collectives among them,
 // fill and check as kernels. Only mismatch counts and the first few mismatches come back to
-// the host. One process drives all GPUs (ncclCommInitAll); a device stands for dp / G
-// consecutive ranks, so its send buffer holds the sum of their contributions.
+// the host. One process drives all its GPUs (ncclCommInitAll), or, under an MPI launcher,
+// each process drives one and rank 0's ncclUniqueId, broadcast, joins them
+// (ncclCommInitRank). A device stands for dp / G consecutive ranks, so its send buffer holds
+// the sum of their contributions.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +48,9 @@ class Status {
     return *this;
   }
   Error error() const { return Error{message_}; }
+  std::optional<std::string> failure() const {
+    return ok() ? std::nullopt : std::optional<std::string>(message_);
+  }
 
  private:
   std::string message_;
@@ -111,8 +118,15 @@ ncclDataType_t nccl_type(Encoding e) {
 
 class NcclBackend final : public Backend {
  public:
-  NcclBackend(std::vector<int> ids, double timeout) : timeout_(timeout) {
-    for (int id : ids) devices_.emplace_back().id = id;
+  /// Drives the GPUs `ids`, devices `first`, `first` + 1, ... of `total` in all.
+  NcclBackend(std::vector<int> ids, std::int64_t first, std::int64_t total, double timeout,
+              Peers& peers)
+      : total_(total), timeout_(timeout), peers_(peers) {
+    for (int id : ids) {
+      Device& d = devices_.emplace_back();
+      d.id = id;
+      d.index = first++;
+    }
   }
 
   ~NcclBackend() override {
@@ -144,7 +158,7 @@ class NcclBackend final : public Backend {
           .cuda(cudaEventCreate(&d.work_start), "cudaEventCreate")
           .cuda(cudaEventCreate(&d.work_stop), "cudaEventCreate")
           .cuda(cudaMalloc(&d.result, sizeof(DeviceResult)), "cudaMalloc");
-      if (!st.ok()) return st;
+      if (!st.ok()) break;
       cudaDeviceProp prop{};
       st.cuda(cudaGetDeviceProperties(&prop, d.id), "cudaGetDeviceProperties");
       name_ = prop.name;
@@ -153,25 +167,28 @@ class NcclBackend final : public Backend {
       st.cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
       min_free_ = min_free_ == 0 ? free : std::min(min_free_, free);
     }
+    st = agree(st);
+    if (st.ok()) min_free_ = static_cast<std::size_t>(-peers_.max(-static_cast<double>(min_free_)));
     return st;
   }
 
   std::string describe() const override {
-    return "nccl, " + std::to_string(devices_.size()) + " x " + name_;
+    if (peers_.size() > 1) return "nccl over MPI, " + std::to_string(total_) + " processes x " + name_;
+    return "nccl, " + std::to_string(total_) + " x " + name_;
   }
-  std::int64_t devices() const override { return static_cast<std::int64_t>(devices_.size()); }
+  std::int64_t devices() const override { return total_; }
 
   std::int64_t preferred_block_elements() const override {
     // Send and receive buffers of devices * block 4-byte elements in at most a quarter of
     // the free memory, and at most 8 GiB.
     const double budget = std::min(static_cast<double>(min_free_) / 4, 8.0 * (1ull << 30));
-    const double block = budget / (2.0 * 4.0 * static_cast<double>(devices_.size()));
+    const double block = budget / (2.0 * 4.0 * static_cast<double>(total_));
     return std::max<std::int64_t>(1 << 20, static_cast<std::int64_t>(block) / kTile * kTile);
   }
 
   Result<void> reserve(std::int64_t length) override {
     Status st;
-    const std::size_t bytes = static_cast<std::size_t>(length) * devices_.size() * 4;
+    const std::size_t bytes = static_cast<std::size_t>(length) * static_cast<std::size_t>(total_) * 4;
     for (Device& d : devices_) {
       st.cuda(cudaSetDevice(d.id), "cudaSetDevice");
       if (d.capacity >= bytes) continue;
@@ -182,6 +199,7 @@ class NcclBackend final : public Backend {
           .cuda(cudaMalloc(&d.recv, bytes), "cudaMalloc (receive buffer)");
       d.capacity = bytes;
     }
+    st = agree(st);
     if (!st.ok()) return st.error();
     return {};
   }
@@ -192,15 +210,15 @@ class NcclBackend final : public Backend {
     const std::int64_t per_device = round.ranks_per_device();
     const std::size_t received = static_cast<std::size_t>(
         (grads ? round.length : round.devices * round.length) * encoding_bytes(round.encoding));
-    for (std::int64_t g = 0; g < round.devices; ++g) {
-      Device& d = devices_[g];
-      const std::vector<Segment>& sent = grads ? round.all_blocks : round.own_block[g];
+    for (std::size_t i = 0; i < taking_part(round) && st.ok(); ++i) {
+      Device& d = devices_[i];
+      const std::vector<Segment>& sent = grads ? round.all_blocks : round.own_block[d.index];
       st.cuda(cudaSetDevice(d.id), "cudaSetDevice");
       upload(st, d, sent);
       st.cuda(cudaEventRecord(d.work_start, d.stream), "cudaEventRecord")
           .cuda(cudaMemsetAsync(d.recv, 0xFF, received, d.stream), "cudaMemsetAsync (poison)");
-      if (!st.ok()) return st.error();
-      launch_fill(d, !grads, round, g * per_device, (g + 1) * per_device);
+      if (!st.ok()) break;
+      launch_fill(d, !grads, round, d.index * per_device, (d.index + 1) * per_device);
       st.cuda(cudaGetLastError(), "the fill kernel")
           .cuda(cudaEventRecord(d.work_stop, d.stream), "cudaEventRecord");
     }
@@ -215,7 +233,7 @@ class NcclBackend final : public Backend {
     const bool grads = round.kind == RoundKind::grads;
     const std::size_t bytes = static_cast<std::size_t>(round.length * encoding_bytes(round.encoding));
     st.nccl(ncclGroupStart(), "ncclGroupStart");
-    for (std::int64_t g = 0; g < round.devices && st.ok(); ++g) {
+    for (std::size_t g = 0; g < comms->size() && st.ok(); ++g) {
       Device& d = devices_[g];
       st.cuda(cudaSetDevice(d.id), "cudaSetDevice")
           .cuda(cudaEventRecord(d.start, d.stream), "cudaEventRecord");
@@ -229,27 +247,26 @@ class NcclBackend final : public Backend {
       }
     }
     st.nccl(ncclGroupEnd(), "ncclGroupEnd");
-    for (std::int64_t g = 0; g < round.devices && st.ok(); ++g) {
+    for (std::size_t g = 0; g < comms->size() && st.ok(); ++g) {
       st.cuda(cudaSetDevice(devices_[g].id), "cudaSetDevice")
           .cuda(cudaEventRecord(devices_[g].stop, devices_[g].stream), "cudaEventRecord");
     }
     st = wait(st, round, *comms, grads ? "ncclReduceScatter" : "ncclAllGather");
-    if (!st.ok()) return st.error();
     return slowest(st, round, &Device::start, &Device::stop);
   }
 
   Result<CheckResult> check(const Round& round) override {
     Status st;
     const bool grads = round.kind == RoundKind::grads;
-    for (std::int64_t g = 0; g < round.devices; ++g) {
-      Device& d = devices_[g];
-      const std::vector<Segment>& received = grads ? round.own_block[g] : round.all_blocks;
+    for (std::size_t i = 0; i < taking_part(round) && st.ok(); ++i) {
+      Device& d = devices_[i];
+      const std::vector<Segment>& received = grads ? round.own_block[d.index] : round.all_blocks;
       st.cuda(cudaSetDevice(d.id), "cudaSetDevice")
           .cuda(cudaMemsetAsync(d.result, 0, sizeof(DeviceResult), d.stream), "cudaMemsetAsync");
       upload(st, d, received);
       st.cuda(cudaEventRecord(d.work_start, d.stream), "cudaEventRecord");
-      if (!st.ok()) return st.error();
-      launch_check(d, !grads, round, g);
+      if (!st.ok()) break;
+      launch_check(d, !grads, round, d.index);
       st.cuda(cudaGetLastError(), "the check kernel")
           .cuda(cudaEventRecord(d.work_stop, d.stream), "cudaEventRecord");
     }
@@ -258,24 +275,27 @@ class NcclBackend final : public Backend {
     Result<double> seconds = slowest(st, round, &Device::work_start, &Device::work_stop);
     if (!seconds) return seconds.error();
     result.seconds = *seconds;
-    for (std::int64_t g = 0; g < round.devices && st.ok(); ++g) {
+    std::vector<Mismatch> first;
+    for (std::size_t i = 0; i < taking_part(round) && st.ok(); ++i) {
       DeviceResult r{};
-      st.cuda(cudaSetDevice(devices_[g].id), "cudaSetDevice")
-          .cuda(cudaMemcpyAsync(&r, devices_[g].result, sizeof r, cudaMemcpyDeviceToHost,
-                                devices_[g].stream), "cudaMemcpyAsync (check result)")
-          .cuda(cudaStreamSynchronize(devices_[g].stream), "cudaStreamSynchronize");
+      st.cuda(cudaSetDevice(devices_[i].id), "cudaSetDevice")
+          .cuda(cudaMemcpyAsync(&r, devices_[i].result, sizeof r, cudaMemcpyDeviceToHost,
+                                devices_[i].stream), "cudaMemcpyAsync (check result)")
+          .cuda(cudaStreamSynchronize(devices_[i].stream), "cudaStreamSynchronize");
       result.mismatches += static_cast<std::int64_t>(r.mismatches);
-      for (unsigned int i = 0; i < std::min<unsigned int>(r.kept, kKeptMismatches); ++i) {
-        if (result.first.size() < kKeptMismatches) result.first.push_back(r.first[i]);
-      }
+      first.insert(first.end(), r.first, r.first + std::min<unsigned int>(r.kept, kKeptMismatches));
     }
+    st = agree(st);
     if (!st.ok()) return st.error();
+    result.mismatches = peers_.sum(result.mismatches);
+    result.first = kept_mismatches(first);
     return result;
   }
 
  private:
   struct Device {
     int id = 0;
+    std::int64_t index = 0;  // among all devices, in every process
     cudaStream_t stream = nullptr;
     cudaEvent_t start = nullptr;
     cudaEvent_t stop = nullptr;
@@ -370,34 +390,83 @@ class NcclBackend final : public Backend {
     }
   }
 
+  // This process's devices that take part in a round: a prefix, as their indices ascend.
+  std::size_t taking_part(std::int64_t round_devices) const {
+    std::size_t n = 0;
+    while (n < devices_.size() && devices_[n].index < round_devices) ++n;
+    return n;
+  }
+  std::size_t taking_part(const Round& round) const { return taking_part(round.devices); }
+
+  // Every process's status becomes the first failure among them, so all stop together.
+  Status agree(const Status& st) {
+    Status all;
+    if (std::optional<std::string> failure = peers_.first_failure(st.failure())) {
+      all.fail(std::move(*failure));
+    }
+    return all;
+  }
+
+  // The first kKeptMismatches of every process's, by rank.
+  std::vector<Mismatch> kept_mismatches(const std::vector<Mismatch>& mine) {
+    std::string bytes(mine.size() * sizeof(Mismatch), '\0');
+    if (!mine.empty()) std::memcpy(bytes.data(), mine.data(), bytes.size());
+    std::vector<Mismatch> kept;
+    for (const std::string& theirs : peers_.all_gather(bytes)) {
+      for (std::size_t at = 0; at + sizeof(Mismatch) <= theirs.size() &&
+                               kept.size() < kKeptMismatches;
+           at += sizeof(Mismatch)) {
+        std::memcpy(&kept.emplace_back(), theirs.data() + at, sizeof(Mismatch));
+      }
+    }
+    return kept;
+  }
+
+  // The communicators of this process's devices among the first `size` devices.
   std::vector<ncclComm_t>* communicators(Status& st, std::int64_t size) {
     auto it = comms_.find(size);
     if (it != comms_.end()) return &it->second;
-    std::vector<ncclComm_t> comms(static_cast<std::size_t>(size));
-    std::vector<int> ids;
-    for (std::int64_t g = 0; g < size; ++g) ids.push_back(devices_[g].id);
-    st.nccl(ncclCommInitAll(comms.data(), static_cast<int>(size), ids.data()), "ncclCommInitAll");
+    std::vector<ncclComm_t> comms(taking_part(size));
+    if (peers_.size() == 1) {
+      std::vector<int> ids;
+      for (std::int64_t g = 0; g < size; ++g) ids.push_back(devices_[g].id);
+      st.nccl(ncclCommInitAll(comms.data(), static_cast<int>(size), ids.data()), "ncclCommInitAll");
+    } else {
+      ncclUniqueId id{};
+      if (peers_.rank() == 0) st.nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      st = agree(st);
+      if (st.ok()) peers_.broadcast(&id, sizeof id);
+      if (st.ok() && !comms.empty()) {
+        st.cuda(cudaSetDevice(devices_[0].id), "cudaSetDevice")
+            .nccl(ncclCommInitRank(&comms[0], static_cast<int>(size), id,
+                                   static_cast<int>(devices_[0].index)),
+                  "ncclCommInitRank");
+      }
+    }
+    st = agree(st);
     if (!st.ok()) return nullptr;
     return &comms_.emplace(size, std::move(comms)).first->second;
   }
 
-  // The longest time between two events on the round's devices, in seconds.
+  // The longest time between two events on the round's devices, in seconds, once every
+  // process has got this far without a failure.
   Result<double> slowest(Status st, const Round& round, cudaEvent_t Device::*from,
                          cudaEvent_t Device::*to) {
     float longest = 0;
-    for (std::int64_t g = 0; g < round.devices && st.ok(); ++g) {
+    for (std::size_t i = 0; i < taking_part(round) && st.ok(); ++i) {
       float ms = 0;
-      st.cuda(cudaEventElapsedTime(&ms, devices_[g].*from, devices_[g].*to), "cudaEventElapsedTime");
+      st.cuda(cudaEventElapsedTime(&ms, devices_[i].*from, devices_[i].*to), "cudaEventElapsedTime");
       longest = std::max(longest, ms);
     }
+    st = agree(st);
     if (!st.ok()) return st.error();
-    return static_cast<double>(longest) / 1e3;
+    return peers_.max(static_cast<double>(longest) / 1e3);
   }
 
   Status synchronize(Status st, const Round& round) {
-    for (std::int64_t g = 0; g < round.devices && st.ok(); ++g) {
-      st.cuda(cudaSetDevice(devices_[g].id), "cudaSetDevice")
-          .cuda(cudaStreamSynchronize(devices_[g].stream), "cudaStreamSynchronize");
+    for (std::size_t i = 0; i < taking_part(round) && st.ok(); ++i) {
+      st.cuda(cudaSetDevice(devices_[i].id), "cudaSetDevice")
+          .cuda(cudaStreamSynchronize(devices_[i].stream), "cudaStreamSynchronize");
     }
     return st;
   }
@@ -408,7 +477,7 @@ class NcclBackend final : public Backend {
     for (;;) {
       if (!st.ok()) return st;
       bool done = true;
-      for (std::int64_t g = 0; g < round.devices; ++g) {
+      for (std::size_t g = 0; g < comms.size(); ++g) {
         const cudaError_t e = cudaEventQuery(devices_[g].stop);
         if (e == cudaErrorNotReady) {
           done = false;
@@ -432,29 +501,45 @@ class NcclBackend final : public Backend {
     return st;
   }
 
-  std::vector<Device> devices_;
+  std::vector<Device> devices_;  // this process's
+  std::int64_t total_;            // in every process
   std::map<std::int64_t, std::vector<ncclComm_t>> comms_;  // by number of devices
   double timeout_;
+  Peers& peers_;
   std::string name_;
   std::size_t min_free_ = 0;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seconds) {
+Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seconds,
+                                                   Peers& peers) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
+  std::optional<std::string> failure;
   if (e != cudaSuccess || count == 0) {
-    return Error{std::string("no CUDA device was found") +
-                 (e != cudaSuccess ? std::string(" (") + cudaGetErrorString(e) + ")" : std::string())};
+    failure = std::string("no CUDA device was found") +
+              (e != cudaSuccess ? std::string(" (") + cudaGetErrorString(e) + ")" : std::string());
+  } else if (peers.size() == 1 && gpus > count) {
+    failure = "--gpus " + std::to_string(gpus) + " asks for more GPUs than the " +
+              std::to_string(count) + " visible";
+  } else if (peers.size() > 1 && peers.local_rank() >= count) {
+    failure = "process " + std::to_string(peers.local_rank()) + " on its node has no GPU of its "
+              "own (" + std::to_string(count) + " visible): start one process per GPU";
   }
-  if (gpus > 0 && gpus > count) {
-    return Error{"--gpus " + std::to_string(gpus) + " asks for more GPUs than the " +
-                 std::to_string(count) + " visible"};
-  }
+  if (std::optional<std::string> first = peers.first_failure(failure)) return Error{*first};
   std::vector<int> ids;
-  for (int i = 0; i < (gpus > 0 ? gpus : count); ++i) ids.push_back(i);
-  auto backend = std::make_unique<NcclBackend>(std::move(ids), timeout_seconds);
+  std::int64_t first = 0;
+  std::int64_t total = 0;
+  if (peers.size() == 1) {
+    for (int i = 0; i < (gpus > 0 ? gpus : count); ++i) ids.push_back(i);
+    total = static_cast<std::int64_t>(ids.size());
+  } else {
+    ids.push_back(peers.local_rank());
+    first = peers.rank();
+    total = peers.size();
+  }
+  auto backend = std::make_unique<NcclBackend>(std::move(ids), first, total, timeout_seconds, peers);
   Status st = backend->init();
   if (!st.ok()) return st.error();
   return std::unique_ptr<Backend>(std::move(backend));

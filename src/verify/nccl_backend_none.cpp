@@ -3,7 +3,7 @@
 
 namespace paramlayout::verify {
 
-Result<std::unique_ptr<Backend>> make_nccl_backend(int, double) {
+Result<std::unique_ptr<Backend>> make_nccl_backend(int, double, Peers&) {
   return Error{"no CUDA device was found: this paramlayout was built without CUDA and NCCL"};
 }
 
