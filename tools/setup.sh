@@ -12,7 +12,8 @@ PARAMLAYOUT_PACKAGES=(
   doctest-dev libvalijson-dev                # unit tests; JSON Schema validation in tests
 )
 
-# The tests also run the torch tools (tools/paramlayout_*.py) on a real torch.
+# The tests also run the torch tools (tools/paramlayout_*.py) on a real torch, and verify
+# as several processes under mpirun (Open MPI).
 PARAMLAYOUT_TEST_PACKAGES=(python3-torch libopenmpi-dev openmpi-bin)
 
 paramlayout_missing_packages() {
