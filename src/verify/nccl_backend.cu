@@ -523,7 +523,7 @@ Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seco
   } else if (peers.size() == 1 && gpus > count) {
     failure = "--gpus " + std::to_string(gpus) + " asks for more GPUs than the " +
               std::to_string(count) + " visible";
-  } else if (peers.size() > 1 && peers.local_rank() >= count) {
+  } else if (peers.size() > 1 && count > 1 && peers.local_rank() >= count) {
     failure = "process " + std::to_string(peers.local_rank()) + " on its node has no GPU of its "
               "own (" + std::to_string(count) + " visible): start one process per GPU";
   }
@@ -535,7 +535,9 @@ Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seco
     for (int i = 0; i < (gpus > 0 ? gpus : count); ++i) ids.push_back(i);
     total = static_cast<std::int64_t>(ids.size());
   } else {
-    ids.push_back(peers.local_rank());
+    // One GPU visible: this process's own (srun --gpus-per-task 1, or CUDA_VISIBLE_DEVICES
+    // per process); several: the node's, one per local rank.
+    ids.push_back(count == 1 ? 0 : peers.local_rank());
     first = peers.rank();
     total = peers.size();
   }
