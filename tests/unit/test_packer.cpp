@@ -24,6 +24,15 @@ Layout with_packer(const Manifest& m, PlanOptions options, Packer packer) {
   return expect_ok(plan(m, options));
 }
 
+/// Layerwise at `dp` (experts too), with the default bucket size for that dp.
+PlanOptions layerwise_at(std::int64_t dp) {
+  PlanOptions options;
+  options.strategy = Strategy::layerwise;
+  options.dp = options.expert_dp = dp;
+  options.bucket_size = default_bucket_size(dp);
+  return options;
+}
+
 Manifest synth_manifest(const std::string& config, SynthOptions options) {
   const std::string path = source_path("testdata/configs/" + config + ".json");
   SynthModel model = expect_ok(synth_model(read_text(path), path, options));
@@ -78,10 +87,7 @@ TEST_SUITE("packer") {
       for (std::int64_t dp : {8, 16}) {
         CAPTURE(shape.config);
         CAPTURE(dp);
-        PlanOptions options;
-        options.strategy = Strategy::layerwise;
-        options.dp = options.expert_dp = dp;
-        options.bucket_size = default_bucket_size(dp);
+        const PlanOptions options = layerwise_at(dp);
         const LayoutStats b = layout_stats(with_packer(m, options, Packer::balanced), m);
         const LayoutStats g = layout_stats(with_packer(m, options, Packer::megatron), m);
         // Measured with Megatron-LM's packer: 9.2 / 41.7 (Llama), 40.1 / 34.4 (Mixtral),
@@ -100,10 +106,7 @@ TEST_SUITE("packer") {
     SynthOptions split;
     split.ep = 64;
     const Manifest m = synth_manifest("deepseek-v3", split);
-    PlanOptions options;
-    options.strategy = Strategy::layerwise;
-    options.dp = options.expert_dp = 8;
-    options.bucket_size = default_bucket_size(8);
+    const PlanOptions options = layerwise_at(8);
     const Layout balanced = with_packer(m, options, Packer::balanced);
     const Layout greedy = with_packer(m, options, Packer::megatron);
     CHECK(check_layout(balanced, m).empty());
@@ -126,10 +129,7 @@ TEST_SUITE("packer") {
     split.tp = 8;
     split.pp = 4;
     const Manifest stage = synth_manifest("llama3-70b", split);
-    PlanOptions options;
-    options.strategy = Strategy::layerwise;
-    options.dp = options.expert_dp = 8;
-    options.bucket_size = default_bucket_size(8);
+    const PlanOptions options = layerwise_at(8);
     for (const std::size_t shared : {std::size_t{0}, stage.params.size() - 1}) {
       CAPTURE(shared);
       Manifest m = stage;
