@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   using namespace paramlayout::cli;
   CLI::App app{"Plan and verify Megatron-LM parameter/gradient buffer layouts", "paramlayout"};
   app.set_version_flag("--version", std::string("paramlayout ") +
-                                        std::string(paramlayout::kVersion));
+                                        std::string(paramlayout::kVersion) + " (verify: " +
+                                        std::string(paramlayout::kVerifyFeatures) + ")");
   app.require_subcommand(1);
 
   PlanCommand plan;

@@ -114,6 +114,7 @@ class Plan(unittest.TestCase):
         version = run("--version")
         self.assertEqual(version.returncode, 0)
         self.assertIn("paramlayout", version.stdout)
+        self.assertIn("(verify: cpu", version.stdout)
 
     def test_no_subcommand_is_bad_usage(self):
         self.assertEqual(run().returncode, 2)

@@ -6,6 +6,7 @@ Usage: run_gpu_tests.py PARAMLAYOUT SOURCE_ROOT
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -91,6 +92,29 @@ class NcclVerify(unittest.TestCase):
                     j = self.verify(layout, m, "--gpus", gpus)
                     self.assertEqual(j["devices"], gpus)
                     self.assertTrue(j["ok"])
+
+    def test_one_process_per_gpu_under_mpirun(self):
+        mpirun = shutil.which("mpirun")
+        if self.GPUS < 2 or not mpirun or "mpi" not in run("--version").stdout:
+            self.skipTest("needs 2 GPUs, mpirun and a build with MPI")
+        m = ROOT / "testdata/reference/manifests/gpt2-124m.json"
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        with tempfile.TemporaryDirectory() as tmp:
+            layout = plan(tmp, m, "--dp", "16", "--strategy", "layerwise")
+            alone = self.verify(layout, m)
+            report = Path(tmp, "mpi.json")
+            result = subprocess.run(
+                [mpirun, "-np", str(self.GPUS), BINARY, "verify", layout, "--manifest", m,
+                 "--backend", "nccl", "--report", report],
+                capture_output=True, text=True, errors="replace", timeout=600, env=env)
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+            self.assertEqual(result.stdout.count("verified:"), 1, "rank 0 alone reports")
+            j = json.loads(report.read_text())
+            self.assertIn("over MPI", j["backend"])
+            self.assertEqual(j["devices"], self.GPUS)
+            self.assertTrue(j["ok"])
+            self.assertEqual([b["elements"] for b in j["buckets"]],
+                             [b["elements"] for b in alone["buckets"]])
 
     def test_more_gpus_than_visible_exits_2(self):
         m = ROOT / "testdata/reference/manifests/random-1001.json"
