@@ -92,7 +92,7 @@ shards of that size, and the last bucket of a run is nearly empty.
 
 Best-fit keeps runs of equal shards together, so thousands of equal experts cost a few
 steps per run, not one per expert: on the DeepSeek-V3 manifest with all 256 experts on one
-rank (30k params) `balanced` plans in 1.1-1.4x Megatron-LM's packer's time
+rank (30k params) `balanced` plans in 1.2-1.5x Megatron-LM's packer's time
 (docs/PERFORMANCE.md). On the small shapes above both take well under a millisecond and
 the ratio is noisy.
 
