@@ -560,7 +560,8 @@ class BalancedPacker {
   LayerwiseBuckets buckets_;
 };
 
-/// The largest per-shard Newton-Schulz cost of a buffer `made` packed; `cost` by position.
+/// The largest per-shard Newton-Schulz cost of the buffer `made` packed (Megatron-LM's
+/// packer's); `cost` by position.
 double heaviest_shard(const BufferJob& job, const BufferBuilder& made, const BufferLayout& layout,
                       const std::vector<Wide>& cost) {
   const std::int64_t shards = job.group.num_shards;
@@ -595,12 +596,8 @@ Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out
     out.take(std::move(greedy_layout), greedy.max_offset());
     return {};
   }
-  packer.emit();
-  if (heaviest_shard(job, balanced, balanced_layout, *cost) <= greedy_heaviest * (1 + 1e-12)) {
-    out.take(std::move(balanced_layout), balanced.max_offset());
-  } else {
-    out.take(std::move(greedy_layout), greedy.max_offset());
-  }
+  packer.emit();  // as assign gave the bins to shards: its heaviest shard is the layout's
+  out.take(std::move(balanced_layout), balanced.max_offset());
   return {};
 }
 
