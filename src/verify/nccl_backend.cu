@@ -106,6 +106,16 @@ __global__ void check_kernel(const Segment* segments, const std::int64_t* tile_s
   }
 }
 
+/// Calls f(T{}) with T the unsigned word an element of encoding `e` is stored in.
+template <class F>
+void with_word(Encoding e, F&& f) {
+  switch (encoding_bytes(e)) {
+    case 1: return f(std::uint8_t{});
+    case 2: return f(std::uint16_t{});
+    default: return f(std::uint32_t{});
+  }
+}
+
 ncclDataType_t nccl_type(Encoding e) {
   switch (e) {
     case Encoding::float32: return ncclFloat32;
@@ -347,47 +357,23 @@ class NcclBackend final : public Backend {
   void launch_fill(Device& d, bool params, const Round& r,
                    std::int64_t rank_begin, std::int64_t rank_end) {
     if (d.tiles == 0) return;
-    const unsigned int blocks = grid(d.tiles);
-    switch (encoding_bytes(r.encoding)) {
-      case 1:
-        fill_kernel<std::uint8_t><<<blocks, kThreads, 0, d.stream>>>(
-            d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp, rank_begin,
-            rank_end, static_cast<std::uint8_t*>(d.send));
-        break;
-      case 2:
-        fill_kernel<std::uint16_t><<<blocks, kThreads, 0, d.stream>>>(
-            d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp, rank_begin,
-            rank_end, static_cast<std::uint16_t*>(d.send));
-        break;
-      default:
-        fill_kernel<std::uint32_t><<<blocks, kThreads, 0, d.stream>>>(
-            d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp, rank_begin,
-            rank_end, static_cast<std::uint32_t*>(d.send));
-        break;
-    }
+    with_word(r.encoding, [&](auto word) {
+      using T = decltype(word);
+      fill_kernel<T><<<grid(d.tiles), kThreads, 0, d.stream>>>(
+          d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp,
+          rank_begin, rank_end, static_cast<T*>(d.send));
+    });
   }
 
   void launch_check(Device& d, bool params, const Round& r,
                     std::int64_t device) {
     if (d.tiles == 0) return;
-    const unsigned int blocks = grid(d.tiles);
-    switch (encoding_bytes(r.encoding)) {
-      case 1:
-        check_kernel<std::uint8_t><<<blocks, kThreads, 0, d.stream>>>(
-            d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp, device,
-            static_cast<const std::uint8_t*>(d.recv), d.result);
-        break;
-      case 2:
-        check_kernel<std::uint16_t><<<blocks, kThreads, 0, d.stream>>>(
-            d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp, device,
-            static_cast<const std::uint16_t*>(d.recv), d.result);
-        break;
-      default:
-        check_kernel<std::uint32_t><<<blocks, kThreads, 0, d.stream>>>(
-            d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp, device,
-            static_cast<const std::uint32_t*>(d.recv), d.result);
-        break;
-    }
+    with_word(r.encoding, [&](auto word) {
+      using T = decltype(word);
+      check_kernel<T><<<grid(d.tiles), kThreads, 0, d.stream>>>(
+          d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp, device,
+          static_cast<const T*>(d.recv), d.result);
+    });
   }
 
   // This process's devices that take part in a round: a prefix, as their indices ascend.
