@@ -15,7 +15,7 @@ paramlayout_release_build
 
 data=build-release/bench
 mkdir -p "$data"
-[ -f "$data/synthetic-1m.json" ] || python3 tools/gen_bench_manifests.py "$data"
+[ -f "$data/synthetic-1m.json" ] || python3 tools/gen_bench_manifests.py "$data" deepseek-v3-ep1 synthetic-1m
 bin=build-release/paramlayout
 deepseek=$data/deepseek-v3-ep1.json
 

@@ -12,27 +12,7 @@ paramlayout_release_build
 data=build-release/bench
 mkdir -p "$data"
 manifest=$data/llama3.2-1b.json
-python3 - "$manifest" <<'PY'
-import json, sys
-hidden, ffn, layers, vocab, kv = 2048, 8192, 16, 128256, 512
-params = [{"name": "embedding.word_embeddings.weight", "shape": [vocab, hidden],
-           "dtype": "bfloat16", "embedding_or_output": True}]
-for i in range(layers):
-    d = f"decoder.layers.{i}"
-    params += [
-        {"name": f"{d}.self_attention.linear_qkv.layer_norm_weight", "shape": [hidden]},
-        {"name": f"{d}.self_attention.linear_qkv.weight", "shape": [hidden + 2 * kv, hidden]},
-        {"name": f"{d}.self_attention.linear_proj.weight", "shape": [hidden, hidden]},
-        {"name": f"{d}.mlp.linear_fc1.layer_norm_weight", "shape": [hidden]},
-        {"name": f"{d}.mlp.linear_fc1.weight", "shape": [2 * ffn, hidden]},
-        {"name": f"{d}.mlp.linear_fc2.weight", "shape": [hidden, ffn]},
-    ]
-params.append({"name": "decoder.final_layernorm.weight", "shape": [hidden]})
-for p in params:
-    p.setdefault("dtype", "bfloat16")
-json.dump({"schema": "paramlayout.manifest/v1", "model": "llama3.2-1b", "params": params},
-          open(sys.argv[1], "w"))
-PY
+python3 tools/gen_bench_manifests.py "$data" llama3.2-1b
 
 bin=build-release/paramlayout
 echo "## $(date -u +%F) on $(nproc) cores of $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"

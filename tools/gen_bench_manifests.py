@@ -7,8 +7,9 @@
   synthetic-1m.json     1,000,000 params of mixed shapes, dtypes and attributes.
   llama3-70b-tp8-pp4-stage0.json, deepseek-v3-ep64-pp16-stage1.json
                         one rank's chunk of a pipeline stage (2.27 G and 1.64 G elements).
+  llama3.2-1b.json      Llama-3.2-1B whole (tied embeddings): 1.24 G elements.
 
-Usage: gen_bench_manifests.py OUT_DIR
+Usage: gen_bench_manifests.py OUT_DIR [NAME...]   (NAME: a file above without .json; default all)
 """
 import json
 import random
@@ -71,9 +72,10 @@ def deepseek_v3(name="deepseek-v3-ep1", layers=range(61), experts_here=256, firs
     }
 
 
-def llama3_70b_stage(tp=8, pp=4, stage=0):
-    """Llama-3-70B as one rank's chunk under tensor parallel `tp`, pipeline stage `stage`."""
-    hidden, ffn, layers, vocab, heads, kv_heads, head_dim = 8192, 28672, 80, 128256, 64, 8, 128
+def llama(model, hidden, ffn, layers, vocab, heads, kv_heads, head_dim, tp=1, pp=1, stage=0,
+          tied=False):
+    """A Llama as one rank's chunk under tensor parallel `tp`, pipeline stage `stage` of `pp`;
+    `tied`: the output layer is the word embedding (no param of its own)."""
     per_stage = layers // pp
     params = []
     if stage == 0:
@@ -91,13 +93,13 @@ def llama3_70b_stage(tp=8, pp=4, stage=0):
             (f"{d}.mlp.linear_fc2.weight", [hidden, ffn // tp], {}),
         ]
     if stage == pp - 1:
-        params += [
-            ("decoder.final_layernorm.weight", [hidden], {}),
-            ("output_layer.weight", [vocab // tp, hidden], {"embedding_or_output": True}),
-        ]
+        params.append(("decoder.final_layernorm.weight", [hidden], {}))
+        if not tied:
+            params.append(("output_layer.weight", [vocab // tp, hidden],
+                           {"embedding_or_output": True}))
     return {
         "schema": "paramlayout.manifest/v1",
-        "model": f"llama3-70b-tp{tp}-pp{pp}-stage{stage}",
+        "model": model,
         "params": [{"name": n, "shape": s, "dtype": "bfloat16", **a} for n, s, a in params],
     }
 
@@ -123,16 +125,25 @@ def synthetic(count, seed=1):
     return {"schema": "paramlayout.manifest/v1", "model": "synthetic-1m", "params": params}
 
 
+MANIFESTS = {
+    "deepseek-v3-ep1": deepseek_v3,
+    "synthetic-1m": lambda: synthetic(1_000_000),
+    # One rank's chunk of a pipeline stage, for verify on GPUs (tools/gpu-check.sh).
+    "llama3-70b-tp8-pp4-stage0": lambda: llama("llama3-70b-tp8-pp4-stage0", 8192, 28672, 80,
+                                               128256, 64, 8, 128, tp=8, pp=4),
+    "deepseek-v3-ep64-pp16-stage1": lambda: deepseek_v3(
+        "deepseek-v3-ep64-pp16-stage1", layers=range(4, 8), experts_here=4, first=False,
+        last=False),
+    # The cpu backend's benchmark (tools/bench-verify.sh): 1.24 G elements.
+    "llama3.2-1b": lambda: llama("llama3.2-1b", 2048, 8192, 16, 128256, 32, 8, 64, tied=True),
+}
+
+
 def main():
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    (out / "deepseek-v3-ep1.json").write_text(json.dumps(deepseek_v3()))
-    (out / "synthetic-1m.json").write_text(json.dumps(synthetic(1_000_000)))
-    # One rank's chunk of a pipeline stage, for verify on GPUs (tools/gpu-check.sh).
-    (out / "llama3-70b-tp8-pp4-stage0.json").write_text(json.dumps(llama3_70b_stage()))
-    (out / "deepseek-v3-ep64-pp16-stage1.json").write_text(json.dumps(
-        deepseek_v3("deepseek-v3-ep64-pp16-stage1", layers=range(4, 8), experts_here=4,
-                    first=False, last=False)))
+    for name in sys.argv[2:] or MANIFESTS:
+        (out / f"{name}.json").write_text(json.dumps(MANIFESTS[name]()))
 
 
 if __name__ == "__main__":

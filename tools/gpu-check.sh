@@ -51,7 +51,7 @@ meson test -C build-gpu --suite gpu --print-errorlogs -v | grep -E "^(ok|FAIL|ER
 bin=build-gpu/paramlayout
 data=build-gpu/gpu-data
 mkdir -p "$data"
-[ -f "$data/llama3-70b-tp8-pp4-stage0.json" ] || python3 tools/gen_bench_manifests.py "$data"
+python3 tools/gen_bench_manifests.py "$data" llama3-70b-tp8-pp4-stage0 deepseek-v3-ep64-pp16-stage1
 build-gpu/gpu-copy-bandwidth 4 | tee "$out/copy.json"
 for model in llama3-70b-tp8-pp4-stage0 deepseek-v3-ep64-pp16-stage1; do
   for strategy in sequential-dp layerwise; do
