@@ -13,9 +13,7 @@
 
 using namespace paramlayout;
 using paramlayout::test::expect_ok;
-using paramlayout::test::read_text;
 using paramlayout::test::reference_cases;
-using paramlayout::test::source_path;
 
 namespace {
 
@@ -34,8 +32,7 @@ PlanOptions layerwise_at(std::int64_t dp) {
 }
 
 Manifest synth_manifest(const std::string& config, SynthOptions options) {
-  const std::string path = source_path("testdata/configs/" + config + ".json");
-  SynthModel model = expect_ok(synth_model(read_text(path), path, options));
+  SynthModel model = paramlayout::test::synth_config(config, options);
   model.model = config;
   return expect_ok(parse_manifest(synth_manifest_json(model, DType::bfloat16), config));
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "paramlayout/error.hpp"
+#include "paramlayout/synth.hpp"
 
 namespace paramlayout::test {
 
@@ -28,6 +29,12 @@ template <class T>
 T expect_ok(Result<T> result) {
   if (!result) FAIL(result.error().message);
   return std::move(result).value();
+}
+
+/// The model one of testdata/configs/ describes ("llama3-8b"), split as `options` says.
+inline SynthModel synth_config(const std::string& config, const SynthOptions& options = {}) {
+  const std::string path = source_path("testdata/configs/" + config + ".json");
+  return expect_ok(synth_model(read_text(path), path, options));
 }
 
 }  // namespace paramlayout::test

@@ -16,17 +16,13 @@ using nlohmann::json;
 using paramlayout::test::expect_ok;
 using paramlayout::test::read_text;
 using paramlayout::test::source_path;
+using paramlayout::test::synth_config;
 
 namespace {
 
 const char* const kConfigs[] = {"llama3-8b",     "llama3-70b", "mistral-7b-v0.1",
                                 "qwen2-7b",      "qwen3-8b",   "mixtral-8x7b",
                                 "qwen3-30b-a3b", "deepseek-v3", "gpt2"};
-
-SynthModel synth(const std::string& config, SynthOptions options = {}) {
-  const std::string path = source_path("testdata/configs/" + config + ".json");
-  return expect_ok(synth_model(read_text(path), path, options));
-}
 
 std::string synth_error(const std::string& text, SynthOptions options = {}) {
   Result<SynthModel> r = synth_model(text, "config.json", options);
@@ -48,7 +44,7 @@ TEST_SUITE("synth") {
     const json published = json::parse(read_text(source_path("testdata/configs/published.json")));
     for (const char* config : kConfigs) {
       CAPTURE(config);
-      const SynthModel m = synth(config);
+      const SynthModel m = synth_config(config);
       const json& want = published.at(config);
       const std::int64_t count = m.numel() - m.vocab_padding;
       if (want.at("exact").get<bool>()) {
@@ -78,12 +74,12 @@ TEST_SUITE("synth") {
       for (const json& p : manifest.at("params")) out.insert(p.dump());
       return out;
     };
-    CHECK(made(synth("llama3-8b")) == reference("llama3-8b.json"));
+    CHECK(made(synth_config("llama3-8b")) == reference("llama3-8b.json"));
     SynthOptions mixtral;
     mixtral.tp = 2;
     mixtral.ep = 8;
     mixtral.etp = 1;
-    CHECK(made(synth("mixtral-8x7b", mixtral)) == reference("mixtral-8x7b-tp2-ep8.json"));
+    CHECK(made(synth_config("mixtral-8x7b", mixtral)) == reference("mixtral-8x7b-tp2-ep8.json"));
   }
 
   TEST_CASE("tensor-parallel slices: each param whole, or one dim split tp ways") {
@@ -93,8 +89,8 @@ TEST_SUITE("synth") {
         CAPTURE(tp);
         SynthOptions options;
         options.tp = tp;
-        const SynthModel whole = synth(config);
-        const SynthModel slice = synth(config, options);
+        const SynthModel whole = synth_config(config);
+        const SynthModel slice = synth_config(config, options);
         const auto full = shapes(whole);
         REQUIRE(slice.params.size() == whole.params.size());
         std::int64_t split = 0;
@@ -123,7 +119,7 @@ TEST_SUITE("synth") {
   TEST_CASE("pipeline stages add up to the whole model") {
     for (const char* config : kConfigs) {
       for (std::int64_t pp : {2, 4}) {
-        const SynthModel whole = synth(config);
+        const SynthModel whole = synth_config(config);
         SynthOptions options;
         options.pp = pp;
         std::int64_t sum = 0;
@@ -163,10 +159,10 @@ TEST_SUITE("synth") {
       for (std::int64_t ep : {2, 8}) {
         CAPTURE(config);
         CAPTURE(ep);
-        const SynthModel whole = synth(config);
+        const SynthModel whole = synth_config(config);
         SynthOptions options;
         options.ep = ep;
-        const SynthModel rank = synth(config, options);
+        const SynthModel rank = synth_config(config, options);
         std::int64_t whole_experts = 0;
         std::int64_t rank_experts = 0;
         for (const SynthParam& p : whole.params) whole_experts += p.expert_parallel ? p.numel() : 0;
@@ -179,13 +175,13 @@ TEST_SUITE("synth") {
   }
 
   TEST_CASE("tied embeddings: one copy without pipeline, marked on both edge stages with it") {
-    const SynthModel single = synth("gpt2");
+    const SynthModel single = synth_config("gpt2");
     CHECK(shapes(single).count("output_layer.weight") == 0);
     SynthOptions options;
     options.pp = 2;
-    const SynthModel first = synth("gpt2", options);
+    const SynthModel first = synth_config("gpt2", options);
     options.stage = 1;
-    const SynthModel last = synth("gpt2", options);
+    const SynthModel last = synth_config("gpt2", options);
     CHECK(first.params.front().name == "embedding.word_embeddings.weight");
     CHECK(first.params.front().shared_embedding);
     CHECK(last.params.back().name == "output_layer.weight");
@@ -194,7 +190,7 @@ TEST_SUITE("synth") {
   }
 
   TEST_CASE("DeepSeek-V3: MLA, shared experts and the first dense layers") {
-    const auto s = shapes(synth("deepseek-v3"));
+    const auto s = shapes(synth_config("deepseek-v3"));
     CHECK(s.at("decoder.layers.0.mlp.linear_fc1.weight") == std::vector<std::int64_t>{36864, 7168});
     CHECK(s.count("decoder.layers.2.mlp.router.weight") == 0);
     CHECK(s.at("decoder.layers.3.mlp.router.weight") == std::vector<std::int64_t>{256, 7168});
@@ -205,14 +201,14 @@ TEST_SUITE("synth") {
     CHECK(s.at("decoder.layers.60.self_attention.linear_kv_down_proj.weight") ==
           std::vector<std::int64_t>{576, 7168});
     CHECK(s.count("decoder.layers.60.mlp.experts.linear_fc2.weight255") == 1);
-    CHECK(synth("deepseek-v3").notes.size() == 1);
+    CHECK(synth_config("deepseek-v3").notes.size() == 1);
   }
 
   TEST_CASE("the manifest it writes reads back and plans") {
     SynthOptions options;
     options.tp = 2;
     options.ep = 4;
-    SynthModel m = synth("qwen3-30b-a3b", options);
+    SynthModel m = synth_config("qwen3-30b-a3b", options);
     m.model = "qwen3-30b-a3b-tp2-ep4";
     const Manifest manifest =
         expect_ok(parse_manifest(synth_manifest_json(m, DType::bfloat16), "synth"));
