@@ -26,10 +26,7 @@ std::size_t param_count(const Layout& layout) {
 CLI::App* setup_check(CLI::App& app, CheckCommand& command) {
   CLI::App* sub = app.add_subcommand(
       "check", "Check a layout against its manifest and every promise of strategies.md");
-  sub->add_option("LAYOUT", command.layout, "Layout v1 JSON file")->type_name("FILE")->required();
-  sub->add_option("--manifest", command.manifest, "The manifest it was planned from")
-      ->type_name("FILE")
-      ->required();
+  add_layout_with_manifest(*sub, command.layout, command.manifest);
   sub->add_flag("--replan", command.replan,
                 "Also plan the manifest again with the recorded options and report any "
                 "difference (a stale or hand-edited layout)");

@@ -28,4 +28,10 @@ Result<LayoutWithManifest> load_layout_with_manifest(const std::string& layout_p
   return LayoutWithManifest{std::move(*manifest), std::move(*layout)};
 }
 
+void add_layout_with_manifest(CLI::App& sub, std::string& layout_path, std::string& manifest_path,
+                              const std::string& manifest_help) {
+  sub.add_option("LAYOUT", layout_path, "Layout v1 JSON file")->type_name("FILE")->required();
+  sub.add_option("--manifest", manifest_path, manifest_help)->type_name("FILE")->required();
+}
+
 }  // namespace paramlayout::cli

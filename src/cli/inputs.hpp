@@ -1,6 +1,8 @@
 // Reading the tool's input files: the errors name the file.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <string>
 
 #include "paramlayout/error.hpp"
@@ -22,5 +24,8 @@ struct LayoutWithManifest {
 };
 Result<LayoutWithManifest> load_layout_with_manifest(const std::string& layout_path,
                                                      const std::string& manifest_path);
+/// Their command-line arguments: LAYOUT and the required --manifest.
+void add_layout_with_manifest(CLI::App& sub, std::string& layout_path, std::string& manifest_path,
+                              const std::string& manifest_help = "The manifest it was planned from");
 
 }  // namespace paramlayout::cli

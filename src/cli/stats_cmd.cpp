@@ -12,10 +12,7 @@ namespace paramlayout::cli {
 CLI::App* setup_stats(CLI::App& app, StatsCommand& command) {
   CLI::App* sub = app.add_subcommand(
       "stats", "Padding against its floor, Newton-Schulz balance and memory per rank");
-  sub->add_option("LAYOUT", command.layout, "Layout v1 JSON file")->type_name("FILE")->required();
-  sub->add_option("--manifest", command.manifest, "The manifest it was planned from (shapes)")
-      ->type_name("FILE")
-      ->required();
+  add_layout_with_manifest(*sub, command.layout, command.manifest, "The manifest it was planned from (shapes)");
   sub->add_flag("--json", command.json, "One JSON object on stdout");
   return sub;
 }

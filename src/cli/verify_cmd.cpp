@@ -82,10 +82,7 @@ void print_report(const VerifyReport& r, const Layout& layout, const std::string
 CLI::App* setup_verify(CLI::App& app, VerifyCommand& command) {
   CLI::App* sub = app.add_subcommand(
       "verify", "Check a layout, then move real buffers with reduce-scatter and all-gather");
-  sub->add_option("LAYOUT", command.layout, "Layout v1 JSON file")->type_name("FILE")->required();
-  sub->add_option("--manifest", command.manifest, "The manifest it was planned from")
-      ->type_name("FILE")
-      ->required();
+  add_layout_with_manifest(*sub, command.layout, command.manifest);
   sub->add_option("--backend", command.backend,
                   "auto (nccl when a GPU is visible, else cpu), cpu or nccl")
       ->type_name("NAME")
