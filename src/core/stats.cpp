@@ -6,6 +6,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "paramlayout/check.hpp"
 #include "strategies/strategies.hpp"
 
 namespace paramlayout {
@@ -45,8 +46,9 @@ LayoutStats layout_stats(const Layout& layout, const Manifest& manifest) {
       s.rank_cost.assign(static_cast<std::size_t>(shards), 0.0);
       for (const ParamSlot& p : b.params) {
         largest = std::max(largest, p.numel());
-        const BucketRange& bucket = b.buckets[static_cast<std::size_t>(p.bucket)];
-        const std::int64_t rank = (p.start - bucket.start) / (bucket.size() / shards);
+        const std::int64_t rank =
+            owner_ranks(b.buckets[static_cast<std::size_t>(p.bucket)], shards, p.start, p.end)
+                .first;
         auto it = by_name.find(p.name);
         const double cost = it != by_name.end() ? newton_schulz_cost(*it->second)
                                                 : static_cast<double>(p.numel());

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "paramlayout/check.hpp"
 #include "strategies.hpp"
 
 namespace paramlayout::strategies {
@@ -568,9 +569,9 @@ double heaviest_shard(const BufferJob& job, const BufferBuilder& made, const Buf
   std::vector<double> load(static_cast<std::size_t>(shards), 0.0);
   for (std::size_t i = 0; i < layout.params.size(); ++i) {
     const ParamSlot& p = layout.params[i];
-    const BucketRange& bucket = layout.buckets[static_cast<std::size_t>(p.bucket)];
-    load[static_cast<std::size_t>((p.start - bucket.start) / (bucket.size() / shards))] +=
-        static_cast<double>(cost[made.placed()[i]]);
+    const RankRange owner =
+        owner_ranks(layout.buckets[static_cast<std::size_t>(p.bucket)], shards, p.start, p.end);
+    load[static_cast<std::size_t>(owner.first)] += static_cast<double>(cost[made.placed()[i]]);
   }
   return *std::max_element(load.begin(), load.end());
 }
