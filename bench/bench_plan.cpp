@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     o.dp = o.expert_dp = std::stoll(argv[i]);
     o.bucket_size = default_bucket_size(o.dp);
     double best = 1e30;
-    const int runs = manifest->params.size() > 100000 ? 3 : 20;
+    const int runs = manifest->params.size() > 100000 ? 3 : manifest->params.size() > 1000 ? 20 : 200;
     for (int r = 0; r < runs; ++r) {
       const auto start = std::chrono::steady_clock::now();
       Result<Layout> layout = plan(*manifest, o);
@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
       if (!layout) return 2;
       best = std::min(best, ms);
     }
-    fmt::print("{} {} dp {}: plan {:.2f} ms (best of {})\n", manifest->model.value_or(argv[1]),
+    fmt::print("{} {} dp {}: plan {:.3f} ms (best of {})\n", manifest->model.value_or(argv[1]),
                argv[2], o.dp, best, runs);
   }
   return 0;

@@ -84,18 +84,65 @@ class Bins {
   std::vector<Group> groups_;  ///< sorted; few, since bins fill in runs
 };
 
+/// The search for one bin's best filling: how many items of each size (largest first) fill
+/// `room` best beside one item of size `first`; gives up after kFillSteps steps.
+struct FillSearch {
+  struct Size {
+    std::int64_t span;
+    std::size_t next;  ///< into the items: the next of this size to place
+    std::size_t end;
+    std::int64_t left() const { return static_cast<std::int64_t>(end - next); }
+  };
+  std::vector<Size> sizes;
+  std::vector<std::size_t> take;  ///< being tried
+  std::vector<std::size_t> best;  ///< the best found
+  std::vector<std::int64_t> after;        ///< what sizes [i, n) have left, in all
+  std::size_t first = 0;
+  std::int64_t room = 0;
+  std::int64_t best_fill = -1;
+  int steps = 0;
+
+  void search(std::size_t i, std::int64_t fill) {
+    if (fill > best_fill) {
+      best_fill = fill;
+      best = take;
+    }
+    if (i == sizes.size() || best_fill == room || --steps < 0) return;
+    const std::int64_t own = i == first ? 1 : 0;  // the first size's item already in the bin
+    if (fill + std::min(after[i] - own * sizes[i].span, room - fill) <= best_fill) return;
+    const std::size_t base = take[i];
+    for (std::int64_t k = std::min(sizes[i].left() - own, (room - fill) / sizes[i].span); k >= 0; --k) {
+      take[i] = base + static_cast<std::size_t>(k);
+      search(i + 1, fill + k * sizes[i].span);
+      if (best_fill == room || steps < 0) break;
+    }
+    take[i] = base;
+  }
+};
+
 /// Up to this many shards, packing first tries to balance cost (a scan of the bins per item).
 constexpr std::int64_t kCostAwareLimit = 64;
+/// Bin-by-bin filling applies to buckets of at most this many shards and param sizes, and
+/// gives up a bin's search after this many steps.
+constexpr std::int64_t kFillShardLimit = 64;
+constexpr std::size_t kFillSizeLimit = 12;
+constexpr int kFillSteps = 256;
+constexpr Wide kFillCapacityLimit = Wide{1} << 61;
 /// At most this many swaps of bins between shards, to lighten the heaviest.
 constexpr std::size_t kMaxSwaps = 256;
 /// Runs of more params than this try fewer bucket counts.
 constexpr std::size_t kLongRun = 2000;
+/// How far (in params) a cut between two buckets moves to make them smaller.
+constexpr std::size_t kCutShift = 4;
 
 class BalancedPacker {
  public:
-  BalancedPacker(const BufferJob& job, BufferBuilder& out)
+  /// With `search`, buckets are also packed bin by bin and their cuts moved (tighter, but
+  /// blind to Newton-Schulz cost); without, best-fit and equal cuts alone.
+  BalancedPacker(const BufferJob& job, BufferBuilder& out, bool search)
       : job_(job),
         out_(out),
+        search_(search),
         dp_(job.group.num_shards),
         shard_divisor_(shard_divisor(dp_, job.options.pad_for_high_nccl_busbw)),
         buckets_(out, dp_, shard_divisor_) {}
@@ -334,6 +381,67 @@ class BalancedPacker {
     return bins_.fullest();
   }
 
+  /// Fills dp bins of `capacity` one at a time (minimum bin slack): each takes the largest
+  /// item left and the items that fill it best, found by a bounded search over the sizes.
+  /// Where few sizes repeat (transformer layers), this packs tighter than best-fit, which
+  /// spreads the large items first. A bin's best choice stays best for the next bins while
+  /// its items last, so each is searched once. Like `best_fit`: the fullest bin or nothing,
+  /// and with `bin_of` each item's bin. For `items` of at most kFillSizeLimit sizes.
+  std::optional<Wide> fill_bins(const std::vector<std::size_t>& items, Wide capacity,
+                                std::size_t from = 0, BinOf* bin_of = nullptr) {
+    fill_.sizes.clear();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto size = static_cast<std::int64_t>(span(items[i]));
+      if (fill_.sizes.empty() || size != fill_.sizes.back().span) {
+        fill_.sizes.push_back({size, i, i});
+      }
+      ++fill_.sizes.back().end;
+    }
+    const std::size_t n = fill_.sizes.size();
+    fill_.take.assign(n, 0);
+    fill_.after.assign(n + 1, 0);
+    Wide fullest = 0;
+    Wide slack = dp_ * capacity;  // what the bins can leave empty and still take every item
+    for (const std::size_t q : items) slack -= span(q);
+    std::size_t first = 0;  // the largest size with items left
+    for (std::int64_t bin = 0; bin < dp_;) {
+      while (first < n && fill_.sizes[first].left() == 0) ++first;
+      if (first == n) break;
+      if (fill_.sizes[first].span > capacity) return std::nullopt;
+      for (std::size_t i = n; i-- > first;) {
+        fill_.after[i] = fill_.after[i + 1] + fill_.sizes[i].span * fill_.sizes[i].left();
+      }
+      fill_.first = first;
+      fill_.room = static_cast<std::int64_t>(capacity) - fill_.sizes[first].span;
+      fill_.best_fill = -1;
+      fill_.steps = kFillSteps;
+      std::fill(fill_.take.begin(), fill_.take.end(), 0);
+      fill_.take[first] = 1;
+      fill_.search(first, 0);
+      fullest = std::max(fullest, Wide{fill_.sizes[first].span + fill_.best_fill});
+      std::int64_t repeat = dp_ - bin;
+      for (std::size_t i = first; i < n; ++i) {
+        if (fill_.best[i] > 0) {
+          repeat = std::min<std::int64_t>(repeat, fill_.sizes[i].left() / fill_.best[i]);
+        }
+      }
+      for (std::size_t i = first; i < n; ++i) {
+        FillSearch::Size& size = fill_.sizes[i];
+        for (std::int64_t r = 0; r < repeat; ++r) {
+          for (std::size_t k = 0; k < fill_.best[i]; ++k, ++size.next) {
+            if (bin_of) (*bin_of)[items[size.next] - from] = bin + r;
+          }
+        }
+      }
+      bin += repeat;
+      slack -= repeat * (fill_.room - fill_.best_fill);
+      if (slack < 0) return std::nullopt;
+    }
+    while (first < n && fill_.sizes[first].left() == 0) ++first;
+    if (first < n) return std::nullopt;
+    return fullest;
+  }
+
   /// Positions [from, to) into dp bins of `capacity` by Newton-Schulz cost: the costliest
   /// item to the cheapest bin it fits in, which balances the optimizer's work. The bin of
   /// each position, or nothing when an item finds no room (or dp is too large to try).
@@ -387,6 +495,24 @@ class BalancedPacker {
   Wide lowest_capacity(Wide total, Wide largest) const {
     return pad_to(std::max(largest, (total + dp_ - 1) / dp_), Wide{shard_divisor_});
   }
+  Wide lowest_capacity(std::size_t from, std::size_t to) const {
+    Wide total = 0;
+    Wide largest = 0;
+    for (std::size_t q = from; q < to; ++q) {
+      total += span(q);
+      largest = std::max(largest, span(q));
+    }
+    return lowest_capacity(total, largest);
+  }
+
+  /// Whether `items` (by decreasing span) have at most kFillSizeLimit distinct spans.
+  bool few_sizes(const std::vector<std::size_t>& items) const {
+    std::size_t sizes = items.empty() ? 0 : 1;
+    for (std::size_t i = 1; i < items.size() && sizes <= kFillSizeLimit; ++i) {
+      sizes += span(items[i]) != span(items[i - 1]) ? 1 : 0;
+    }
+    return sizes <= kFillSizeLimit;
+  }
 
   std::pair<Wide, BinOf> search_smallest_fit(std::size_t from, std::size_t to, Wide at_least) {
     Wide total = 0;
@@ -432,8 +558,28 @@ class BalancedPacker {
         failed = middle;
       }
     }
+    // Bin-by-bin filling can pack below best-fit's capacity: bisect once more with it.
+    bool filled = false;
+    if (search_ && capacity > lowest && capacity < kFillCapacityLimit &&
+        dp_ <= kFillShardLimit && few_sizes(items)) {
+      failed = lowest - 1;
+      while (capacity - failed > resolution) {
+        const Wide middle = pad_to(failed + (capacity - failed) / 2, Wide{shard_divisor_});
+        if (middle >= capacity) break;
+        if (std::optional<Wide> tighter = fill_bins(items, middle)) {
+          capacity = pad_to(*tighter, Wide{shard_divisor_});
+          filled = true;
+        } else {
+          failed = middle;
+        }
+      }
+    }
     BinOf bin_of(to - from);
-    best_fit(items, capacity, from, &bin_of);
+    if (filled) {
+      fill_bins(items, capacity, from, &bin_of);
+    } else {
+      best_fit(items, capacity, from, &bin_of);
+    }
     return {capacity, std::move(bin_of)};
   }
 
@@ -483,8 +629,10 @@ class BalancedPacker {
         best = std::move(*option);
       }
     }
+    if (best.empty()) return false;
+    if (search_) refine_cuts(best, target);
     planned_.insert(planned_.end(), best.begin(), best.end());
-    return !best.empty();
+    return true;
   }
 
   /// Positions [from, to) in one bucket of `size` (dp * shard size) elements, packed as
@@ -541,8 +689,47 @@ class BalancedPacker {
     return out;
   }
 
+  /// Moves each cut between two buckets by up to kCutShift params either way, where that
+  /// makes the pair smaller: equal totals are a good start, but the sizes of the params
+  /// decide which cut packs best.
+  void refine_cuts(std::vector<Bucket>& out, Wide target) {
+    for (std::size_t b = 0; b + 1 < out.size(); ++b) {
+      Bucket& left = out[b];
+      Bucket& right = out[b + 1];
+      const std::size_t cut = left.to;
+      std::size_t best_cut = cut;
+      Wide best = left.size + right.size;
+      if (best == dp_ * (lowest_capacity(left.from, cut) + lowest_capacity(cut, right.to))) {
+        continue;
+      }
+      for (std::size_t shift = 1; shift <= kCutShift; ++shift) {
+        for (const std::size_t at : {cut - shift, cut + shift}) {
+          if (at <= left.from || at >= right.to || at > cut + kCutShift) continue;
+          if (dp_ * (lowest_capacity(left.from, at) + lowest_capacity(at, right.to)) >= best) {
+            continue;
+          }
+          const Wide left_size = dp_ * smallest_fit(left.from, at, target).first;
+          if (left_size + dp_ * lowest_capacity(at, right.to) >= best) continue;
+          const Wide size = left_size + dp_ * smallest_fit(at, right.to, target).first;
+          if (size < best) {
+            best = size;
+            best_cut = at;
+          }
+        }
+      }
+      if (best_cut == cut) continue;
+      left.to = right.from = best_cut;
+      for (Bucket* bucket : {&left, &right}) {
+        const auto& [capacity, bins] = smallest_fit(bucket->from, bucket->to, target);
+        bucket->size = capacity * dp_;
+        bucket->bins = &bins;
+      }
+    }
+  }
+
   const BufferJob& job_;
   BufferBuilder& out_;
+  const bool search_;
   const std::int64_t dp_;
   const std::int64_t shard_divisor_;
   std::vector<std::size_t> order_;  ///< param indices in backprop order
@@ -550,6 +737,7 @@ class BalancedPacker {
   std::vector<Wide> span_;  ///< aligned numel by position
   std::vector<Bucket> planned_;
   Bins bins_;  ///< best_fit's, reused
+  FillSearch fill_;  ///< fill_bins's, reused
   std::vector<std::uint64_t> prefix_;  ///< polynomial hash of the spans before each position
   std::vector<std::uint64_t> power_;   ///< kHashBase to the power of each length
   std::unordered_map<Question, std::pair<Wide, BinOf>, QuestionHash, SameQuestion> fits_{
@@ -581,24 +769,28 @@ double heaviest_shard(const BufferJob& job, const BufferBuilder& made, const Buf
 Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out) {
   // Megatron-LM's packing too: the balanced one is kept only where it is no worse in
   // padding and in the heaviest shard's Newton-Schulz cost, so `balanced` never loses.
+  // The tighter search goes first; where its ranks come out heavier, plain best-fit next.
   Result<std::vector<Wide>> cost = newton_schulz_costs(job);
   if (!cost) return cost.error();
   BufferLayout greedy_layout;
   BufferBuilder greedy(greedy_layout, job.group.params.size());
   if (Result<void> r = lay_out_layerwise(job, greedy, *cost); !r) return r;
-  BufferLayout balanced_layout;
-  BufferBuilder balanced(balanced_layout, job.group.params.size());
-  BalancedPacker packer(job, balanced);
   const Wide greedy_size = greedy_layout.buckets.empty() ? 0 : greedy_layout.buckets.back().end;
   const double greedy_heaviest = heaviest_shard(job, greedy, greedy_layout, *cost);
-  if (!packer.plan(*cost, greedy_size) ||
-      static_cast<double>(packer.assign(static_cast<Wide>(greedy_heaviest))) >
-          greedy_heaviest * (1 + 1e-12)) {
-    out.take(std::move(greedy_layout), greedy.max_offset());
+  for (const bool search : {true, false}) {
+    BufferLayout balanced_layout;
+    BufferBuilder balanced(balanced_layout, job.group.params.size());
+    BalancedPacker packer(job, balanced, search);
+    if (!packer.plan(*cost, greedy_size) ||
+        static_cast<double>(packer.assign(static_cast<Wide>(greedy_heaviest))) >
+            greedy_heaviest * (1 + 1e-12)) {
+      continue;
+    }
+    packer.emit();  // as assign gave the bins to shards: its heaviest shard is the layout's
+    out.take(std::move(balanced_layout), balanced.max_offset());
     return {};
   }
-  packer.emit();  // as assign gave the bins to shards: its heaviest shard is the layout's
-  out.take(std::move(balanced_layout), balanced.max_offset());
+  out.take(std::move(greedy_layout), greedy.max_offset());
   return {};
 }
 
