@@ -505,6 +505,15 @@ class BalancedPacker {
     return lowest_capacity(total, largest);
   }
 
+  /// Whether positions [from, to) pack into dp bins of `capacity` (best-fit, else bin by
+  /// bin).
+  bool packs(std::size_t from, std::size_t to, Wide capacity) {
+    const std::vector<std::size_t> items = by_decreasing_span(from, to);
+    return best_fit(items, capacity) ||
+           (capacity < kFillCapacityLimit && dp_ <= kFillShardLimit && few_sizes(items) &&
+            fill_bins(items, capacity));
+  }
+
   /// Whether `items` (by decreasing span) have at most kFillSizeLimit distinct spans.
   bool few_sizes(const std::vector<std::size_t>& items) const {
     std::size_t sizes = items.empty() ? 0 : 1;
@@ -708,6 +717,9 @@ class BalancedPacker {
           if (dp_ * (lowest_capacity(left.from, at) + lowest_capacity(at, right.to)) >= best) {
             continue;
           }
+          // Most moves cannot win: one packing at the largest capacity that could tells.
+          const Wide room = best / dp_ - lowest_capacity(at, right.to);
+          if (room < target || !packs(left.from, at, room)) continue;
           const Wide left_size = dp_ * smallest_fit(left.from, at, target).first;
           if (left_size + dp_ * lowest_capacity(at, right.to) >= best) continue;
           const Wide size = left_size + dp_ * smallest_fit(at, right.to, target).first;
