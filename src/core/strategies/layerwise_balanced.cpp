@@ -130,7 +130,8 @@ constexpr int kFillSteps = 256;
 constexpr Wide kFillCapacityLimit = Wide{1} << 61;
 /// At most this many swaps of bins between shards, to lighten the heaviest.
 constexpr std::size_t kMaxSwaps = 256;
-/// Runs of more params than this try fewer bucket counts.
+/// Runs of more params than this try fewer bucket counts, and neither fill bins one at a
+/// time nor move cuts.
 constexpr std::size_t kLongRun = 2000;
 /// How far (in params) a cut between two buckets moves to make them smaller.
 constexpr std::size_t kCutShift = 4;
@@ -569,7 +570,7 @@ class BalancedPacker {
     }
     // Bin-by-bin filling can pack below best-fit's capacity: bisect once more with it.
     bool filled = false;
-    if (search_ && capacity > lowest && capacity < kFillCapacityLimit &&
+    if (tighten_ && capacity > lowest && capacity < kFillCapacityLimit &&
         dp_ <= kFillShardLimit && few_sizes(items)) {
       failed = lowest - 1;
       while (capacity - failed > resolution) {
@@ -595,6 +596,7 @@ class BalancedPacker {
   /// Plans buckets for the params at positions [from, end) (no shared embedding among them)
   /// in at most `budget` elements; false when they do not fit in it.
   bool plan_run(std::size_t from, std::size_t end, Wide budget) {
+    tighten_ = search_ && end - from <= kLongRun;
     const std::optional<std::int64_t>& bucket_size = job_.options.bucket_size;
     if (!bucket_size) {
       const auto& [capacity, bins] = smallest_fit(from, end, 0);
@@ -639,7 +641,7 @@ class BalancedPacker {
       }
     }
     if (best.empty()) return false;
-    if (search_) refine_cuts(best, target);
+    if (tighten_) refine_cuts(best, target);
     planned_.insert(planned_.end(), best.begin(), best.end());
     return true;
   }
@@ -742,6 +744,7 @@ class BalancedPacker {
   const BufferJob& job_;
   BufferBuilder& out_;
   const bool search_;
+  bool tighten_ = false;  ///< search_, in the run being planned, unless a long one
   const std::int64_t dp_;
   const std::int64_t shard_divisor_;
   std::vector<std::size_t> order_;  ///< param indices in backprop order
