@@ -126,7 +126,7 @@ constexpr std::int64_t kCostAwareLimit = 64;
 /// gives up a bin's search after this many steps.
 constexpr std::int64_t kFillShardLimit = 64;
 constexpr std::size_t kFillSizeLimit = 12;
-constexpr int kFillSteps = 256;
+constexpr int kFillSteps = 128;
 constexpr Wide kFillCapacityLimit = Wide{1} << 61;
 /// At most this many swaps of bins between shards, to lighten the heaviest.
 constexpr std::size_t kMaxSwaps = 256;
