@@ -99,10 +99,11 @@ shards of that size, and the last bucket of a run is nearly empty.
    would pad more or load its heaviest rank more: it never loses on either figure. Where
    steps 4-5 load a rank more (they ignore cost), it plans again without them first.
 
-Planning time: at dp 64 and above `balanced` stays within about 2x Megatron-LM's packer
-(it runs that packer too). At dp 8 and 16 steps 4 and 5 run and cost up to 20x on these
-shapes, still a few milliseconds at most: the issue's 2x goal is not met there; this trades
-time a planner spends once for memory every rank holds for the whole run.
+Planning time: `balanced` runs Megatron-LM's packer too, and at dp 64 and above takes 1-3x
+its time (tens of microseconds to 1 ms on these shapes; timings this short are noisy). At
+dp 8 and 16 steps 4 and 5 run and cost up to about 20x, still 3 ms at most: the issue's 2x
+goal is not met there; this trades time a planner spends once for memory every rank holds
+for the whole run.
 
 Both are checked by `paramlayout check` (every promise) in the `packer` unit suite, over the
 70 layerwise reference cases and the shapes above.
