@@ -96,7 +96,7 @@ struct FillSearch {
   std::vector<Size> sizes;
   std::vector<std::size_t> take;  ///< being tried
   std::vector<std::size_t> best;  ///< the best found
-  std::vector<std::int64_t> after;        ///< what sizes [i, n) have left, in all
+  std::vector<std::int64_t> after;  ///< what sizes [i, n) have left, in all
   std::size_t first = 0;
   std::int64_t room = 0;
   std::int64_t best_fill = -1;
@@ -111,7 +111,8 @@ struct FillSearch {
     const std::int64_t own = i == first ? 1 : 0;  // the first size's item already in the bin
     if (fill + std::min(after[i] - own * sizes[i].span, room - fill) <= best_fill) return;
     const std::size_t base = take[i];
-    for (std::int64_t k = std::min(sizes[i].left() - own, (room - fill) / sizes[i].span); k >= 0; --k) {
+    const std::int64_t most = std::min(sizes[i].left() - own, (room - fill) / sizes[i].span);
+    for (std::int64_t k = most; k >= 0; --k) {
       take[i] = base + static_cast<std::size_t>(k);
       search(i + 1, fill + k * sizes[i].span);
       if (best_fill == room || steps < 0) break;
@@ -127,7 +128,7 @@ constexpr std::int64_t kCostAwareLimit = 64;
 constexpr std::int64_t kFillShardLimit = 64;
 constexpr std::size_t kFillSizeLimit = 12;
 constexpr int kFillSteps = 128;
-constexpr Wide kFillCapacityLimit = Wide{1} << 61;
+constexpr Wide kFillCapacityLimit = Wide{1} << 56;  // dp (<= 64) of them stay in 64 bits
 /// At most this many swaps of bins between shards, to lighten the heaviest.
 constexpr std::size_t kMaxSwaps = 256;
 /// Runs of more params than this try fewer bucket counts, and neither fill bins one at a
