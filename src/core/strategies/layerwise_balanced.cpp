@@ -497,6 +497,7 @@ class BalancedPacker {
   Wide lowest_capacity(Wide total, Wide largest) const {
     return pad_to(std::max(largest, (total + dp_ - 1) / dp_), Wide{shard_divisor_});
   }
+  /// The same for positions [from, to).
   Wide lowest_capacity(std::size_t from, std::size_t to) const {
     Wide total = 0;
     Wide largest = 0;
@@ -511,13 +512,13 @@ class BalancedPacker {
   /// bin).
   bool packs(std::size_t from, std::size_t to, Wide capacity) {
     const std::vector<std::size_t> items = by_decreasing_span(from, to);
-    return best_fit(items, capacity) ||
-           (capacity < kFillCapacityLimit && dp_ <= kFillShardLimit && few_sizes(items) &&
-            fill_bins(items, capacity));
+    return best_fit(items, capacity) || (can_fill(items, capacity) && fill_bins(items, capacity));
   }
 
-  /// Whether `items` (by decreasing span) have at most kFillSizeLimit distinct spans.
-  bool few_sizes(const std::vector<std::size_t>& items) const {
+  /// Whether `fill_bins` applies to `items` (by decreasing span) at `capacity`: few shards,
+  /// at most kFillSizeLimit distinct spans, sums in 64 bits.
+  bool can_fill(const std::vector<std::size_t>& items, Wide capacity) const {
+    if (capacity >= kFillCapacityLimit || dp_ > kFillShardLimit) return false;
     std::size_t sizes = items.empty() ? 0 : 1;
     for (std::size_t i = 1; i < items.size() && sizes <= kFillSizeLimit; ++i) {
       sizes += span(items[i]) != span(items[i - 1]) ? 1 : 0;
@@ -526,12 +527,6 @@ class BalancedPacker {
   }
 
   std::pair<Wide, BinOf> search_smallest_fit(std::size_t from, std::size_t to, Wide at_least) {
-    Wide total = 0;
-    Wide largest = 0;
-    for (std::size_t q = from; q < to; ++q) {
-      total += span(q);
-      largest = std::max(largest, span(q));
-    }
     const std::vector<std::size_t> items = by_decreasing_span(from, to);
     // Of the k*dp + 1 largest params some bin holds k + 1, at least the k + 1 smallest.
     Wide crowded = 0;
@@ -543,7 +538,7 @@ class BalancedPacker {
       if (k * k > items.size()) break;  // enough: the bound flattens, the sums lengthen
     }
     const Wide lowest = std::max({pad_to(at_least, Wide{shard_divisor_}),
-                                  lowest_capacity(total, largest),
+                                  lowest_capacity(from, to),
                                   pad_to(crowded, Wide{shard_divisor_})});
     // Gallop up from `lowest` to a capacity that packs, then bisect down to within 1/1024
     // of the smallest one that does; a packing at one capacity also holds at its fullest
@@ -571,8 +566,7 @@ class BalancedPacker {
     }
     // Bin-by-bin filling can pack below best-fit's capacity: bisect once more with it.
     bool filled = false;
-    if (tighten_ && capacity > lowest && capacity < kFillCapacityLimit &&
-        dp_ <= kFillShardLimit && few_sizes(items)) {
+    if (tighten_ && capacity > lowest && can_fill(items, capacity)) {
       failed = lowest - 1;
       while (capacity - failed > resolution) {
         const Wide middle = pad_to(failed + (capacity - failed) / 2, Wide{shard_divisor_});
@@ -716,15 +710,14 @@ class BalancedPacker {
       }
       for (std::size_t shift = 1; shift <= kCutShift; ++shift) {
         for (const std::size_t at : {cut - shift, cut + shift}) {
-          if (at <= left.from || at >= right.to || at > cut + kCutShift) continue;
-          if (dp_ * (lowest_capacity(left.from, at) + lowest_capacity(at, right.to)) >= best) {
-            continue;
-          }
+          if (at <= left.from || at >= right.to) continue;  // also a cut - shift below 0
+          const Wide right_lowest = lowest_capacity(at, right.to);
+          if (dp_ * (lowest_capacity(left.from, at) + right_lowest) >= best) continue;
           // Most moves cannot win: one packing at the largest capacity that could tells.
-          const Wide room = best / dp_ - lowest_capacity(at, right.to);
+          const Wide room = best / dp_ - right_lowest;
           if (room < target || !packs(left.from, at, room)) continue;
           const Wide left_size = dp_ * smallest_fit(left.from, at, target).first;
-          if (left_size + dp_ * lowest_capacity(at, right.to) >= best) continue;
+          if (left_size + dp_ * right_lowest >= best) continue;
           const Wide size = left_size + dp_ * smallest_fit(at, right.to, target).first;
           if (size < best) {
             best = size;
