@@ -13,6 +13,7 @@
 // it pads less or loads a rank more lightly, so `balanced` never loses on either.
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -22,6 +23,13 @@
 
 namespace paramlayout::strategies {
 namespace {
+
+/// a / b for a >= 0, b > 0; in 64 bits where both fit (nearly always), which is far faster.
+Wide quotient(Wide a, Wide b) {
+  constexpr Wide kMax = std::numeric_limits<std::int64_t>::max();
+  if (a <= kMax && b <= kMax) return static_cast<std::int64_t>(a) / static_cast<std::int64_t>(b);
+  return a / b;
+}
 
 /// Dp bins of one capacity, filled best-fit: an item goes to the fullest bin it fits in
 /// (the first such bin on ties). Bins are kept as groups of consecutive bins with equal
@@ -45,8 +53,8 @@ class Bins {
       if (it == groups_.end()) return false;
       Group g = *it;
       groups_.erase(it);
-      const Wide fits = g.room / size;
-      const auto full = static_cast<std::int64_t>(std::min<Wide>(g.count, count / fits));
+      const Wide fits = quotient(g.room, size);
+      const auto full = static_cast<std::int64_t>(std::min<Wide>(g.count, quotient(count, fits)));
       if (full > 0) {
         insert({g.room - fits * size, g.first, full});
         into(g.first, full, static_cast<std::int64_t>(fits));
@@ -108,13 +116,15 @@ struct FillSearch {
       best = take;
     }
     if (i == sizes.size() || best_fill == room || --steps < 0) return;
+    const std::int64_t span = sizes[i].span;
     const std::int64_t own = i == first ? 1 : 0;  // the first size's item already in the bin
-    if (fill + std::min(after[i] - own * sizes[i].span, room - fill) <= best_fill) return;
+    const std::int64_t most = std::min(sizes[i].left() - own, (room - fill) / span);
     const std::size_t base = take[i];
-    const std::int64_t most = std::min(sizes[i].left() - own, (room - fill) / sizes[i].span);
     for (std::int64_t k = most; k >= 0; --k) {
+      const std::int64_t with = fill + k * span;
+      if (with + after[i + 1] <= best_fill) break;  // nor can fewer of this size do better
       take[i] = base + static_cast<std::size_t>(k);
-      search(i + 1, fill + k * sizes[i].span);
+      search(i + 1, with);
       if (best_fill == room || steps < 0) break;
     }
     take[i] = base;
@@ -348,37 +358,49 @@ class BalancedPacker {
 
   using BinOf = std::vector<std::int64_t>;  ///< the bin of each position of a bucket
 
-  /// Positions [from, to) by decreasing span (ties in order): best-fit-decreasing's order.
-  std::vector<std::size_t> by_decreasing_span(std::size_t from, std::size_t to) const {
-    std::vector<std::size_t> items(to - from);
-    for (std::size_t q = from; q < to; ++q) items[q - from] = q;
-    std::sort(items.begin(), items.end(), [&](std::size_t a, std::size_t b) {
+  /// Positions [from, to) by decreasing span (ties in order), best-fit-decreasing's order,
+  /// in runs of one span: a packing depends only on the spans and how many have each.
+  struct Items {
+    struct Run {
+      Wide span;
+      std::size_t first, end;  ///< into `positions`
+    };
+    std::vector<std::size_t> positions;
+    std::vector<Run> runs;
+  };
+  Items by_decreasing_span(std::size_t from, std::size_t to) const {
+    Items items;
+    items.positions.resize(to - from);
+    for (std::size_t q = from; q < to; ++q) items.positions[q - from] = q;
+    std::sort(items.positions.begin(), items.positions.end(), [&](std::size_t a, std::size_t b) {
       return span(a) > span(b) || (span(a) == span(b) && a < b);
     });
+    for (std::size_t i = 0; i < items.positions.size(); ++i) {
+      const Wide size = span(items.positions[i]);
+      if (items.runs.empty() || items.runs.back().span != size) items.runs.push_back({size, i, i});
+      ++items.runs.back().end;
+    }
     return items;
   }
 
   /// Best-fit-decreasing of `items` (from `by_decreasing_span`) into dp bins of `capacity`:
   /// what the fullest bin holds, or nothing when an item finds no room. With `bin_of`, also
   /// the bin of each item, by its position from `from`.
-  std::optional<Wide> best_fit(const std::vector<std::size_t>& items, Wide capacity,
-                               std::size_t from = 0, BinOf* bin_of = nullptr) {
+  std::optional<Wide> best_fit(const Items& items, Wide capacity, std::size_t from = 0,
+                               BinOf* bin_of = nullptr) {
     bins_.reset(dp_, capacity);
-    for (std::size_t i = 0; i < items.size();) {
-      std::size_t j = i;
-      while (j < items.size() && span(items[j]) == span(items[i])) ++j;
-      const bool placed = bins_.put(span(items[i]), static_cast<std::int64_t>(j - i),
+    for (const Items::Run& run : items.runs) {
+      std::size_t i = run.first;
+      const bool placed = bins_.put(run.span, static_cast<std::int64_t>(run.end - run.first),
                                     [&](std::int64_t first, std::int64_t count, std::int64_t n) {
                                       if (!bin_of) return;
                                       for (std::int64_t b = first; b < first + count; ++b) {
-                                        for (std::int64_t k = 0; k < n; ++k) {
-                                          (*bin_of)[items[i + k] - from] = b;
+                                        for (std::int64_t k = 0; k < n; ++k, ++i) {
+                                          (*bin_of)[items.positions[i] - from] = b;
                                         }
-                                        i += static_cast<std::size_t>(n);
                                       }
                                     });
       if (!placed) return std::nullopt;
-      i = j;
     }
     return bins_.fullest();
   }
@@ -389,22 +411,18 @@ class BalancedPacker {
   /// spreads the large items first. A bin's best choice stays best for the next bins while
   /// its items last, so each is searched once. Like `best_fit`: the fullest bin or nothing,
   /// and with `bin_of` each item's bin. For `items` of at most kFillSizeLimit sizes.
-  std::optional<Wide> fill_bins(const std::vector<std::size_t>& items, Wide capacity,
-                                std::size_t from = 0, BinOf* bin_of = nullptr) {
+  std::optional<Wide> fill_bins(const Items& items, Wide capacity, std::size_t from = 0,
+                                BinOf* bin_of = nullptr) {
     fill_.sizes.clear();
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      const auto size = static_cast<std::int64_t>(span(items[i]));
-      if (fill_.sizes.empty() || size != fill_.sizes.back().span) {
-        fill_.sizes.push_back({size, i, i});
-      }
-      ++fill_.sizes.back().end;
+    Wide slack = dp_ * capacity;  // what the bins can leave empty and still take every item
+    for (const Items::Run& run : items.runs) {
+      fill_.sizes.push_back({static_cast<std::int64_t>(run.span), run.first, run.end});
+      slack -= run.span * static_cast<Wide>(run.end - run.first);
     }
     const std::size_t n = fill_.sizes.size();
     fill_.take.assign(n, 0);
     fill_.after.assign(n + 1, 0);
     Wide fullest = 0;
-    Wide slack = dp_ * capacity;  // what the bins can leave empty and still take every item
-    for (const std::size_t q : items) slack -= span(q);
     std::size_t first = 0;  // the largest size with items left
     for (std::int64_t bin = 0; bin < dp_;) {
       while (first < n && fill_.sizes[first].left() == 0) ++first;
@@ -431,7 +449,7 @@ class BalancedPacker {
         FillSearch::Size& size = fill_.sizes[i];
         for (std::int64_t r = 0; r < repeat; ++r) {
           for (std::size_t k = 0; k < fill_.best[i]; ++k, ++size.next) {
-            if (bin_of) (*bin_of)[items[size.next] - from] = bin + r;
+            if (bin_of) (*bin_of)[items.positions[size.next] - from] = bin + r;
           }
         }
       }
@@ -511,31 +529,28 @@ class BalancedPacker {
   /// Whether positions [from, to) pack into dp bins of `capacity` (best-fit, else bin by
   /// bin).
   bool packs(std::size_t from, std::size_t to, Wide capacity) {
-    const std::vector<std::size_t> items = by_decreasing_span(from, to);
+    const Items items = by_decreasing_span(from, to);
     return best_fit(items, capacity) || (can_fill(items, capacity) && fill_bins(items, capacity));
   }
 
   /// Whether `fill_bins` applies to `items` (by decreasing span) at `capacity`: few shards,
   /// at most kFillSizeLimit distinct spans, sums in 64 bits.
-  bool can_fill(const std::vector<std::size_t>& items, Wide capacity) const {
-    if (capacity >= kFillCapacityLimit || dp_ > kFillShardLimit) return false;
-    std::size_t sizes = items.empty() ? 0 : 1;
-    for (std::size_t i = 1; i < items.size() && sizes <= kFillSizeLimit; ++i) {
-      sizes += span(items[i]) != span(items[i - 1]) ? 1 : 0;
-    }
-    return sizes <= kFillSizeLimit;
+  bool can_fill(const Items& items, Wide capacity) const {
+    return capacity < kFillCapacityLimit && dp_ <= kFillShardLimit &&
+           items.runs.size() <= kFillSizeLimit;
   }
 
   std::pair<Wide, BinOf> search_smallest_fit(std::size_t from, std::size_t to, Wide at_least) {
-    const std::vector<std::size_t> items = by_decreasing_span(from, to);
+    const Items items = by_decreasing_span(from, to);
+    const std::vector<std::size_t>& positions = items.positions;
     // Of the k*dp + 1 largest params some bin holds k + 1, at least the k + 1 smallest.
     Wide crowded = 0;
     Wide smallest_k = 0;  // the sum of items [k*dp - k, k*dp]
-    for (std::size_t k = 1, dp = static_cast<std::size_t>(dp_); k * dp < items.size(); ++k) {
+    for (std::size_t k = 1, dp = static_cast<std::size_t>(dp_); k * dp < positions.size(); ++k) {
       smallest_k = 0;
-      for (std::size_t i = k * dp - k; i <= k * dp; ++i) smallest_k += span(items[i]);
+      for (std::size_t i = k * dp - k; i <= k * dp; ++i) smallest_k += span(positions[i]);
       crowded = std::max(crowded, smallest_k);
-      if (k * k > items.size()) break;  // enough: the bound flattens, the sums lengthen
+      if (k * k > positions.size()) break;  // enough: the bound flattens, the sums lengthen
     }
     const Wide lowest = std::max({pad_to(at_least, Wide{shard_divisor_}),
                                   lowest_capacity(from, to),
@@ -564,10 +579,11 @@ class BalancedPacker {
         failed = middle;
       }
     }
-    // Bin-by-bin filling can pack below best-fit's capacity: bisect once more with it.
+    // Bin-by-bin filling can pack below best-fit's capacity: bisect once more with it,
+    // unless it cannot pack just below that capacity either (most buckets).
     bool filled = false;
     if (tighten_ && capacity > lowest && can_fill(items, capacity)) {
-      failed = lowest - 1;
+      failed = fill_bins(items, capacity - shard_divisor_) ? lowest - 1 : capacity;
       while (capacity - failed > resolution) {
         const Wide middle = pad_to(failed + (capacity - failed) / 2, Wide{shard_divisor_});
         if (middle >= capacity) break;
@@ -621,16 +637,18 @@ class BalancedPacker {
     // count with the least padding wins (bucket_size is a soft target).
     // Long runs (thousands of experts) try fewer counts, to keep planning fast.
     const bool long_run = end - from > kLongRun;
-    std::set<std::size_t, std::greater<>> counts;
+    std::set<std::size_t> counts;
     for (std::size_t fewer = 0; fewer <= (long_run ? 1 : 2) && fewer < buckets; ++fewer) {
       counts.insert(buckets - fewer);
     }
     for (int percent = 50; percent < 100; percent += long_run ? 25 : 10) {
       counts.insert(std::max<std::size_t>(1, buckets * static_cast<std::size_t>(percent) / 100));
     }
+    // From the fewest buckets up (fewer usually pad less, which rules more counts out
+    // early); the least padding wins, and on a tie the most buckets.
     std::vector<Bucket> best;
-    for (std::size_t count : counts) {  // from the most buckets down: ties keep more
-      const Wide beat = best.empty() ? budget + 1 : size_of(best);
+    for (std::size_t count : counts) {
+      const Wide beat = best.empty() ? budget + 1 : size_of(best) + 1;
       if (std::optional<std::vector<Bucket>> option = cut(from, end, count, run_total, target, beat)) {
         best = std::move(*option);
       }
@@ -718,6 +736,7 @@ class BalancedPacker {
           if (room < target || !packs(left.from, at, room)) continue;
           const Wide left_size = dp_ * smallest_fit(left.from, at, target).first;
           if (left_size + dp_ * right_lowest >= best) continue;
+          if (!packs(at, right.to, (best - left_size) / dp_ - shard_divisor_)) continue;
           const Wide size = left_size + dp_ * smallest_fit(at, right.to, target).first;
           if (size < best) {
             best = size;
