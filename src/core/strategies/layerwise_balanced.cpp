@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -107,6 +108,7 @@ struct FillSearch {
   std::vector<std::int64_t> after;  ///< what sizes [i, n) have left, in all
   std::size_t first = 0;
   std::int64_t room = 0;
+  std::int64_t reach = 0;  ///< the fullest any choice can be: room, down to a multiple of the sizes' gcd
   std::int64_t best_fill = -1;
   int steps = 0;
 
@@ -115,7 +117,7 @@ struct FillSearch {
       best_fill = fill;
       best = take;
     }
-    if (i == sizes.size() || best_fill == room || --steps < 0) return;
+    if (i == sizes.size() || best_fill == reach || --steps < 0) return;
     const std::int64_t span = sizes[i].span;
     const std::int64_t own = i == first ? 1 : 0;  // the first size's item already in the bin
     const std::int64_t most = std::min(sizes[i].left() - own, (room - fill) / span);
@@ -125,7 +127,7 @@ struct FillSearch {
       if (with + after[i + 1] <= best_fill) break;  // nor can fewer of this size do better
       take[i] = base + static_cast<std::size_t>(k);
       search(i + 1, with);
-      if (best_fill == room || steps < 0) break;
+      if (best_fill == reach || steps < 0) break;
     }
     take[i] = base;
   }
@@ -368,13 +370,30 @@ class BalancedPacker {
     std::vector<std::size_t> positions;
     std::vector<Run> runs;
   };
-  Items by_decreasing_span(std::size_t from, std::size_t to) const {
-    Items items;
-    items.positions.resize(to - from);
-    for (std::size_t q = from; q < to; ++q) items.positions[q - from] = q;
-    std::sort(items.positions.begin(), items.positions.end(), [&](std::size_t a, std::size_t b) {
+  /// Orders positions by decreasing span, ties by position.
+  auto decreasing_span() const {
+    return [this](std::size_t a, std::size_t b) {
       return span(a) > span(b) || (span(a) == span(b) && a < b);
-    });
+    };
+  }
+  /// Into `items` (reused, to spare allocations); a large part of a short run is read off
+  /// the run's own order (sorted once), anything else sorted.
+  const Items& by_decreasing_span(std::size_t from, std::size_t to, Items& items) {
+    items.positions.clear();
+    items.runs.clear();
+    const std::size_t run = run_.second - run_.first;
+    if (!tighten_ || (to - from) * 8 < run) {
+      for (std::size_t q = from; q < to; ++q) items.positions.push_back(q);
+      std::sort(items.positions.begin(), items.positions.end(), decreasing_span());
+    } else {
+      if (run_by_span_.empty()) {
+        for (std::size_t q = run_.first; q < run_.second; ++q) run_by_span_.push_back(q);
+        std::sort(run_by_span_.begin(), run_by_span_.end(), decreasing_span());
+      }
+      for (const std::size_t q : run_by_span_) {
+        if (q >= from && q < to) items.positions.push_back(q);
+      }
+    }
     for (std::size_t i = 0; i < items.positions.size(); ++i) {
       const Wide size = span(items.positions[i]);
       if (items.runs.empty() || items.runs.back().span != size) items.runs.push_back({size, i, i});
@@ -420,6 +439,8 @@ class BalancedPacker {
       slack -= run.span * static_cast<Wide>(run.end - run.first);
     }
     const std::size_t n = fill_.sizes.size();
+    std::int64_t gcd = 0;
+    for (const FillSearch::Size& size : fill_.sizes) gcd = std::gcd(gcd, size.span);
     fill_.take.assign(n, 0);
     fill_.after.assign(n + 1, 0);
     Wide fullest = 0;
@@ -433,6 +454,7 @@ class BalancedPacker {
       }
       fill_.first = first;
       fill_.room = static_cast<std::int64_t>(capacity) - fill_.sizes[first].span;
+      fill_.reach = fill_.room - fill_.room % gcd;
       fill_.best_fill = -1;
       fill_.steps = kFillSteps;
       std::fill(fill_.take.begin(), fill_.take.end(), 0);
@@ -526,11 +548,28 @@ class BalancedPacker {
     return lowest_capacity(total, largest);
   }
 
-  /// Whether positions [from, to) pack into dp bins of `capacity` (best-fit, else bin by
-  /// bin).
-  bool packs(std::size_t from, std::size_t to, Wide capacity) {
-    const Items items = by_decreasing_span(from, to);
+  /// Whether `items` pack into dp bins of `capacity` (best-fit, else bin by bin).
+  bool packs(const Items& items, Wide capacity) {
     return best_fit(items, capacity) || (can_fill(items, capacity) && fill_bins(items, capacity));
+  }
+
+  /// The least capacity, at least `at_least`, that could hold `items`: the largest, their
+  /// total over dp, and since of the k*dp + 1 largest some bin holds k + 1, at least the
+  /// k + 1 smallest of those. No packing does better; `smallest_fit` starts here.
+  Wide least_capacity(const Items& items, Wide at_least) const {
+    const std::vector<std::size_t>& positions = items.positions;
+    Wide total = 0;
+    for (const Items::Run& run : items.runs) total += run.span * static_cast<Wide>(run.end - run.first);
+    Wide crowded = 0;
+    for (std::size_t k = 1, dp = static_cast<std::size_t>(dp_); k * dp < positions.size(); ++k) {
+      Wide smallest_k = 0;  // items [k*dp - k, k*dp]
+      for (std::size_t i = k * dp - k; i <= k * dp; ++i) smallest_k += span(positions[i]);
+      crowded = std::max(crowded, smallest_k);
+      if (k * k > positions.size()) break;  // enough: the bound flattens, the sums lengthen
+    }
+    const Wide largest = items.runs.empty() ? 0 : items.runs.front().span;
+    return std::max({pad_to(at_least, Wide{shard_divisor_}), lowest_capacity(total, largest),
+                     pad_to(crowded, Wide{shard_divisor_})});
   }
 
   /// Whether `fill_bins` applies to `items` (by decreasing span) at `capacity`: few shards,
@@ -541,20 +580,8 @@ class BalancedPacker {
   }
 
   std::pair<Wide, BinOf> search_smallest_fit(std::size_t from, std::size_t to, Wide at_least) {
-    const Items items = by_decreasing_span(from, to);
-    const std::vector<std::size_t>& positions = items.positions;
-    // Of the k*dp + 1 largest params some bin holds k + 1, at least the k + 1 smallest.
-    Wide crowded = 0;
-    Wide smallest_k = 0;  // the sum of items [k*dp - k, k*dp]
-    for (std::size_t k = 1, dp = static_cast<std::size_t>(dp_); k * dp < positions.size(); ++k) {
-      smallest_k = 0;
-      for (std::size_t i = k * dp - k; i <= k * dp; ++i) smallest_k += span(positions[i]);
-      crowded = std::max(crowded, smallest_k);
-      if (k * k > positions.size()) break;  // enough: the bound flattens, the sums lengthen
-    }
-    const Wide lowest = std::max({pad_to(at_least, Wide{shard_divisor_}),
-                                  lowest_capacity(from, to),
-                                  pad_to(crowded, Wide{shard_divisor_})});
+    const Items& items = by_decreasing_span(from, to, search_items_);
+    const Wide lowest = least_capacity(items, at_least);
     // Gallop up from `lowest` to a capacity that packs, then bisect down to within 1/1024
     // of the smallest one that does; a packing at one capacity also holds at its fullest
     // bin's (padded), which is where the search goes on from.
@@ -608,6 +635,8 @@ class BalancedPacker {
   /// in at most `budget` elements; false when they do not fit in it.
   bool plan_run(std::size_t from, std::size_t end, Wide budget) {
     tighten_ = search_ && end - from <= kLongRun;
+    run_ = {from, end};
+    run_by_span_.clear();
     const std::optional<std::int64_t>& bucket_size = job_.options.bucket_size;
     if (!bucket_size) {
       const auto& [capacity, bins] = smallest_fit(from, end, 0);
@@ -729,14 +758,20 @@ class BalancedPacker {
       for (std::size_t shift = 1; shift <= kCutShift; ++shift) {
         for (const std::size_t at : {cut - shift, cut + shift}) {
           if (at <= left.from || at >= right.to) continue;  // also a cut - shift below 0
+          const Wide left_lowest = lowest_capacity(left.from, at);
           const Wide right_lowest = lowest_capacity(at, right.to);
-          if (dp_ * (lowest_capacity(left.from, at) + right_lowest) >= best) continue;
-          // Most moves cannot win: one packing at the largest capacity that could tells.
+          if (dp_ * (left_lowest + right_lowest) >= best) continue;
+          // Most moves cannot win: a packing of each side at the largest capacity that
+          // could tells.
           const Wide room = best / dp_ - right_lowest;
-          if (room < target || !packs(left.from, at, room)) continue;
+          if (room < target || !packs(by_decreasing_span(left.from, at, left_items_), room)) {
+            continue;
+          }
+          const Items& right_items = by_decreasing_span(at, right.to, right_items_);
+          if (!packs(right_items, best / dp_ - std::max(left_lowest, target) - shard_divisor_)) continue;
           const Wide left_size = dp_ * smallest_fit(left.from, at, target).first;
           if (left_size + dp_ * right_lowest >= best) continue;
-          if (!packs(at, right.to, (best - left_size) / dp_ - shard_divisor_)) continue;
+          if (!packs(right_items, (best - left_size) / dp_ - shard_divisor_)) continue;
           const Wide size = left_size + dp_ * smallest_fit(at, right.to, target).first;
           if (size < best) {
             best = size;
@@ -764,6 +799,9 @@ class BalancedPacker {
   std::vector<Wide> cost_;
   std::vector<Wide> span_;  ///< aligned numel by position
   std::vector<Bucket> planned_;
+  std::pair<std::size_t, std::size_t> run_;  ///< the run being planned
+  std::vector<std::size_t> run_by_span_;      ///< its positions by decreasing span, once asked
+  Items search_items_, left_items_, right_items_;  ///< by_decreasing_span's, reused
   Bins bins_;  ///< best_fit's, reused
   FillSearch fill_;  ///< fill_bins's, reused
   std::vector<std::uint64_t> prefix_;  ///< polynomial hash of the spans before each position
