@@ -12,6 +12,7 @@
 // `balanced` gives up as soon as it cannot match its size, and Megatron-LM's is kept where
 // it pads less or loads a rank more lightly, so `balanced` never loses on either.
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -93,46 +94,6 @@ class Bins {
   std::vector<Group> groups_;  ///< sorted; few, since bins fill in runs
 };
 
-/// The search for one bin's best filling: how many items of each size (largest first) fill
-/// `room` best beside one item of size `first`; gives up after kFillSteps steps.
-struct FillSearch {
-  struct Size {
-    std::int64_t span;
-    std::size_t next;  ///< into the items: the next of this size to place
-    std::size_t end;
-    std::int64_t left() const { return static_cast<std::int64_t>(end - next); }
-  };
-  std::vector<Size> sizes;
-  std::vector<std::size_t> take;  ///< being tried
-  std::vector<std::size_t> best;  ///< the best found
-  std::vector<std::int64_t> after;  ///< what sizes [i, n) have left, in all
-  std::size_t first = 0;
-  std::int64_t room = 0;
-  std::int64_t reach = 0;  ///< the fullest any choice can be: room, down to a multiple of the sizes' gcd
-  std::int64_t best_fill = -1;
-  int steps = 0;
-
-  void search(std::size_t i, std::int64_t fill) {
-    if (fill > best_fill) {
-      best_fill = fill;
-      best = take;
-    }
-    if (i == sizes.size() || best_fill == reach || --steps < 0) return;
-    const std::int64_t span = sizes[i].span;
-    const std::int64_t own = i == first ? 1 : 0;  // the first size's item already in the bin
-    const std::int64_t most = std::min(sizes[i].left() - own, (room - fill) / span);
-    const std::size_t base = take[i];
-    for (std::int64_t k = most; k >= 0; --k) {
-      const std::int64_t with = fill + k * span;
-      if (with + after[i + 1] <= best_fill) break;  // nor can fewer of this size do better
-      take[i] = base + static_cast<std::size_t>(k);
-      search(i + 1, with);
-      if (best_fill == reach || steps < 0) break;
-    }
-    take[i] = base;
-  }
-};
-
 /// Up to this many shards, packing first tries to balance cost (a scan of the bins per item).
 constexpr std::int64_t kCostAwareLimit = 64;
 /// Bin-by-bin filling applies to buckets of at most this many shards and param sizes, and
@@ -141,6 +102,43 @@ constexpr std::int64_t kFillShardLimit = 64;
 constexpr std::size_t kFillSizeLimit = 12;
 constexpr int kFillSteps = 128;
 constexpr Wide kFillCapacityLimit = Wide{1} << 56;  // dp (<= 64) of them stay in 64 bits
+
+/// The search for one bin's best filling: how many items of each size (largest first) fill
+/// `room` best; gives up after kFillSteps steps.
+struct FillSearch {
+  using Counts = std::array<std::int64_t, kFillSizeLimit>;
+  std::size_t sizes = 0;
+  Counts span{};
+  Counts left{};                                         ///< of each size, not yet placed
+  std::array<std::int64_t, kFillSizeLimit + 1> after{};  ///< what sizes [i, n) have left, in all
+  Counts take{};                                         ///< being tried
+  Counts best{};                                         ///< the best found
+  std::int64_t room = 0;
+  std::int64_t reach = 0;  ///< the fullest any choice can be: room, down to the sizes' gcd
+  std::int64_t best_fill = -1;
+  int steps = 0;
+
+  void search(std::size_t i, std::int64_t fill) {
+    if (fill > best_fill) {
+      best_fill = fill;
+      best = take;
+    }
+    if (i == sizes || best_fill == reach || --steps < 0) return;
+    const std::int64_t size = span[i];
+    const std::int64_t rest = after[i + 1];
+    const std::int64_t free = room - fill;
+    const std::int64_t most = left[i] * size <= free ? left[i] : free / size;  // spares a division
+    for (std::int64_t k = most; k >= 0; --k) {
+      const std::int64_t with = fill + k * size;
+      if (with + rest <= best_fill) break;  // nor can fewer of this size do better
+      take[i] = k;
+      search(i + 1, with);
+      if (best_fill == reach || steps < 0) break;
+    }
+    take[i] = 0;
+  }
+};
+
 /// At most this many swaps of bins between shards, to lighten the heaviest.
 constexpr std::size_t kMaxSwaps = 256;
 /// Runs of more params than this try fewer bucket counts, and neither fill bins one at a
@@ -376,30 +374,41 @@ class BalancedPacker {
       return span(a) > span(b) || (span(a) == span(b) && a < b);
     };
   }
-  /// Into `items` (reused, to spare allocations); a large part of a short run is read off
-  /// the run's own order (sorted once), anything else sorted.
+  /// Into `items` (reused, to spare allocations). In a short run, a bucket of at least as
+  /// many params as the run has spans is cut out of the run's own order (sorted once, when
+  /// first a bucket of an eighth of it asks): each span's positions are in order there.
   const Items& by_decreasing_span(std::size_t from, std::size_t to, Items& items) {
     items.positions.clear();
     items.runs.clear();
-    const std::size_t run = run_.second - run_.first;
-    if (!tighten_ || (to - from) * 8 < run) {
-      for (std::size_t q = from; q < to; ++q) items.positions.push_back(q);
-      std::sort(items.positions.begin(), items.positions.end(), decreasing_span());
-    } else {
-      if (run_by_span_.empty()) {
-        for (std::size_t q = run_.first; q < run_.second; ++q) run_by_span_.push_back(q);
-        std::sort(run_by_span_.begin(), run_by_span_.end(), decreasing_span());
-      }
-      for (const std::size_t q : run_by_span_) {
-        if (q >= from && q < to) items.positions.push_back(q);
-      }
+    const std::size_t count = to - from;
+    if (tighten_ && run_items_.positions.empty() && count * 8 >= run_.second - run_.first) {
+      sort_by_span(run_.first, run_.second, run_items_);
     }
+    if (run_items_.positions.empty() || run_items_.runs.size() > count) {
+      sort_by_span(from, to, items);
+      return items;
+    }
+    const auto positions = run_items_.positions.begin();
+    for (const Items::Run& run : run_items_.runs) {
+      const auto first = std::lower_bound(positions + run.first, positions + run.end, from);
+      const auto end = std::lower_bound(first, positions + run.end, to);
+      if (first == end) continue;
+      const std::size_t at = items.positions.size();
+      items.runs.push_back({run.span, at, at + static_cast<std::size_t>(end - first)});
+      items.positions.insert(items.positions.end(), first, end);
+    }
+    return items;
+  }
+  void sort_by_span(std::size_t from, std::size_t to, Items& items) const {
+    items.positions.clear();
+    items.runs.clear();
+    for (std::size_t q = from; q < to; ++q) items.positions.push_back(q);
+    std::sort(items.positions.begin(), items.positions.end(), decreasing_span());
     for (std::size_t i = 0; i < items.positions.size(); ++i) {
       const Wide size = span(items.positions[i]);
       if (items.runs.empty() || items.runs.back().span != size) items.runs.push_back({size, i, i});
       ++items.runs.back().end;
     }
-    return items;
   }
 
   /// Best-fit-decreasing of `items` (from `by_decreasing_span`) into dp bins of `capacity`:
@@ -432,54 +441,56 @@ class BalancedPacker {
   /// and with `bin_of` each item's bin. For `items` of at most kFillSizeLimit sizes.
   std::optional<Wide> fill_bins(const Items& items, Wide capacity, std::size_t from = 0,
                                 BinOf* bin_of = nullptr) {
-    fill_.sizes.clear();
+    FillSearch& f = fill_;
+    const std::size_t n = f.sizes = items.runs.size();
     Wide slack = dp_ * capacity;  // what the bins can leave empty and still take every item
-    for (const Items::Run& run : items.runs) {
-      fill_.sizes.push_back({static_cast<std::int64_t>(run.span), run.first, run.end});
-      slack -= run.span * static_cast<Wide>(run.end - run.first);
-    }
-    const std::size_t n = fill_.sizes.size();
     std::int64_t gcd = 0;
-    for (const FillSearch::Size& size : fill_.sizes) gcd = std::gcd(gcd, size.span);
-    fill_.take.assign(n, 0);
-    fill_.after.assign(n + 1, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Items::Run& run = items.runs[i];
+      f.span[i] = static_cast<std::int64_t>(run.span);
+      f.left[i] = static_cast<std::int64_t>(run.end - run.first);
+      slack -= run.span * f.left[i];
+      gcd = std::gcd(gcd, f.span[i]);
+    }
+    if (slack < 0) return std::nullopt;  // and so every sum below is under dp * 2^56
+    f.after[n] = 0;
     Wide fullest = 0;
     std::size_t first = 0;  // the largest size with items left
     for (std::int64_t bin = 0; bin < dp_;) {
-      while (first < n && fill_.sizes[first].left() == 0) ++first;
+      while (first < n && f.left[first] == 0) ++first;
       if (first == n) break;
-      if (fill_.sizes[first].span > capacity) return std::nullopt;
-      for (std::size_t i = n; i-- > first;) {
-        fill_.after[i] = fill_.after[i + 1] + fill_.sizes[i].span * fill_.sizes[i].left();
-      }
-      fill_.first = first;
-      fill_.room = static_cast<std::int64_t>(capacity) - fill_.sizes[first].span;
-      fill_.reach = fill_.room - fill_.room % gcd;
-      fill_.best_fill = -1;
-      fill_.steps = kFillSteps;
-      std::fill(fill_.take.begin(), fill_.take.end(), 0);
-      fill_.take[first] = 1;
-      fill_.search(first, 0);
-      fullest = std::max(fullest, Wide{fill_.sizes[first].span + fill_.best_fill});
+      if (f.span[first] > capacity) return std::nullopt;
+      for (std::size_t i = n; i-- > first;) f.after[i] = f.after[i + 1] + f.span[i] * f.left[i];
+      --f.left[first];  // the bin's first item: the largest left
+      f.room = static_cast<std::int64_t>(capacity) - f.span[first];
+      f.reach = f.room - f.room % gcd;
+      f.best_fill = -1;
+      f.steps = kFillSteps;
+      f.take.fill(0);
+      f.search(first, 0);
+      ++f.left[first];
+      ++f.best[first];
+      fullest = std::max(fullest, Wide{f.span[first] + f.best_fill});
       std::int64_t repeat = dp_ - bin;
       for (std::size_t i = first; i < n; ++i) {
-        if (fill_.best[i] > 0) {
-          repeat = std::min<std::int64_t>(repeat, fill_.sizes[i].left() / fill_.best[i]);
-        }
+        if (f.best[i] > 0) repeat = std::min(repeat, f.left[i] / f.best[i]);
       }
       for (std::size_t i = first; i < n; ++i) {
-        FillSearch::Size& size = fill_.sizes[i];
-        for (std::int64_t r = 0; r < repeat; ++r) {
-          for (std::size_t k = 0; k < fill_.best[i]; ++k, ++size.next) {
-            if (bin_of) (*bin_of)[items.positions[size.next] - from] = bin + r;
+        if (bin_of) {
+          std::size_t next = items.runs[i].end - static_cast<std::size_t>(f.left[i]);
+          for (std::int64_t r = 0; r < repeat; ++r) {
+            for (std::int64_t k = 0; k < f.best[i]; ++k, ++next) {
+              (*bin_of)[items.positions[next] - from] = bin + r;
+            }
           }
         }
+        f.left[i] -= repeat * f.best[i];
       }
       bin += repeat;
-      slack -= repeat * (fill_.room - fill_.best_fill);
+      slack -= repeat * (f.room - f.best_fill);
       if (slack < 0) return std::nullopt;
     }
-    while (first < n && fill_.sizes[first].left() == 0) ++first;
+    while (first < n && f.left[first] == 0) ++first;
     if (first < n) return std::nullopt;
     return fullest;
   }
@@ -636,7 +647,8 @@ class BalancedPacker {
   bool plan_run(std::size_t from, std::size_t end, Wide budget) {
     tighten_ = search_ && end - from <= kLongRun;
     run_ = {from, end};
-    run_by_span_.clear();
+    run_items_.positions.clear();
+    run_items_.runs.clear();
     const std::optional<std::int64_t>& bucket_size = job_.options.bucket_size;
     if (!bucket_size) {
       const auto& [capacity, bins] = smallest_fit(from, end, 0);
@@ -800,7 +812,7 @@ class BalancedPacker {
   std::vector<Wide> span_;  ///< aligned numel by position
   std::vector<Bucket> planned_;
   std::pair<std::size_t, std::size_t> run_;  ///< the run being planned
-  std::vector<std::size_t> run_by_span_;      ///< its positions by decreasing span, once asked
+  Items run_items_;                           ///< its params by decreasing span, once asked
   Items search_items_, left_items_, right_items_;  ///< by_decreasing_span's, reused
   Bins bins_;  ///< best_fit's, reused
   FillSearch fill_;  ///< fill_bins's, reused
