@@ -144,6 +144,8 @@ constexpr std::size_t kMaxSwaps = 256;
 /// Runs of more params than this try fewer bucket counts, and neither fill bins one at a
 /// time nor move cuts.
 constexpr std::size_t kLongRun = 2000;
+/// Capacities are searched to within 1/kResolution.
+constexpr Wide kResolution = 1024;
 /// How far (in params) a cut between two buckets moves to make them smaller.
 constexpr std::size_t kCutShift = 4;
 
@@ -522,7 +524,7 @@ class BalancedPacker {
     return bin_of;
   }
 
-  /// About the smallest capacity (within 1/1024) from max(`at_least`, the largest param,
+  /// About the smallest capacity (within 1/kResolution) from max(`at_least`, the largest param,
   /// total / dp) up at which best-fit-decreasing packs positions [from, to); its bins.
   const std::pair<Wide, BinOf>& smallest_fit(std::size_t from, std::size_t to, Wide at_least) {
     const Question question{false, at_least, from, to};
@@ -593,7 +595,7 @@ class BalancedPacker {
   std::pair<Wide, BinOf> search_smallest_fit(std::size_t from, std::size_t to, Wide at_least) {
     const Items& items = by_decreasing_span(from, to, search_items_);
     const Wide lowest = least_capacity(items, at_least);
-    // Gallop up from `lowest` to a capacity that packs, then bisect down to within 1/1024
+    // Gallop up from `lowest` to a capacity that packs, then bisect down to within 1/kResolution
     // of the smallest one that does; a packing at one capacity also holds at its fullest
     // bin's (padded), which is where the search goes on from.
     std::optional<Wide> fill = best_fit(items, lowest);
@@ -607,7 +609,7 @@ class BalancedPacker {
       fill = best_fit(items, capacity);
     }
     capacity = pad_to(*fill, Wide{shard_divisor_});
-    const Wide resolution = std::max<Wide>(lowest / 1024, shard_divisor_);
+    const Wide resolution = std::max<Wide>(lowest / kResolution, shard_divisor_);
     while (capacity - failed > resolution) {
       const Wide middle = pad_to(failed + (capacity - failed) / 2, Wide{shard_divisor_});
       if (middle >= capacity) break;
@@ -770,9 +772,11 @@ class BalancedPacker {
       for (std::size_t shift = 1; shift <= kCutShift; ++shift) {
         for (const std::size_t at : {cut - shift, cut + shift}) {
           if (at <= left.from || at >= right.to) continue;  // also a cut - shift below 0
+          // A move gains at most what its buckets' lower bounds leave; one that cannot gain
+          // more than the capacity search resolves is not tried.
           const Wide left_lowest = lowest_capacity(left.from, at);
           const Wide right_lowest = lowest_capacity(at, right.to);
-          if (dp_ * (left_lowest + right_lowest) >= best) continue;
+          if (dp_ * (left_lowest + right_lowest) + best / kResolution >= best) continue;
           // Most moves cannot win: a packing of each side at the largest capacity that
           // could tells.
           const Wide room = best / dp_ - right_lowest;
@@ -780,7 +784,8 @@ class BalancedPacker {
             continue;
           }
           const Items& right_items = by_decreasing_span(at, right.to, right_items_);
-          if (!packs(right_items, best / dp_ - std::max(left_lowest, target) - shard_divisor_)) continue;
+          const Wide right_room = best / dp_ - std::max(left_lowest, target) - shard_divisor_;
+          if (!packs(right_items, right_room)) continue;
           const Wide left_size = dp_ * smallest_fit(left.from, at, target).first;
           if (left_size + dp_ * right_lowest >= best) continue;
           if (!packs(right_items, (best - left_size) / dp_ - shard_divisor_)) continue;
