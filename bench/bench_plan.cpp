@@ -1,27 +1,41 @@
 // Times the plan phase alone (manifest already parsed): the best of N runs per point.
-// Usage: bench_plan MANIFEST STRATEGY[/PACKER] DP [DP...]
+// Several choices (comma-separated) are timed in interleaved rounds, so that a slow spell of
+// the machine weighs on each alike and their ratio holds.
+// Usage: bench_plan MANIFEST STRATEGY[/PACKER][,STRATEGY[/PACKER]...] DP [DP...]
 #include <fmt/format.h>
 
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "paramlayout/plan.hpp"
 
 int main(int argc, char** argv) {
   using namespace paramlayout;
   if (argc < 4) {
-    fmt::print(stderr, "usage: bench_plan MANIFEST STRATEGY[/PACKER] DP [DP...]\n");
+    fmt::print(stderr, "usage: bench_plan MANIFEST STRATEGY[/PACKER][,...] DP [DP...]\n");
     return 2;
   }
-  const std::string_view choice = argv[2];
-  const std::size_t slash = choice.find('/');
-  const std::optional<Strategy> strategy = parse_strategy(choice.substr(0, slash));
-  const std::optional<Packer> packer =
-      slash == std::string_view::npos ? Packer::megatron : parse_packer(choice.substr(slash + 1));
-  if (!strategy || !packer) {
-    fmt::print(stderr, "bench_plan: unknown strategy or packer '{}'\n", choice);
-    return 2;
+  struct Choice {
+    std::string_view name;
+    Strategy strategy;
+    Packer packer;
+  };
+  std::vector<Choice> choices;
+  for (std::string_view list = argv[2]; !list.empty();) {
+    const std::size_t comma = list.find(',');
+    const std::string_view name = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    const std::size_t slash = name.find('/');
+    const std::optional<Strategy> strategy = parse_strategy(name.substr(0, slash));
+    const std::optional<Packer> packer =
+        slash == std::string_view::npos ? Packer::megatron : parse_packer(name.substr(slash + 1));
+    if (!strategy || !packer) {
+      fmt::print(stderr, "bench_plan: unknown strategy or packer '{}'\n", name);
+      return 2;
+    }
+    choices.push_back({name, *strategy, *packer});
   }
   std::ifstream in(argv[1], std::ios::binary);
   std::ostringstream text;
@@ -31,25 +45,35 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "{}\n", manifest.error().message);
     return 2;
   }
+  const std::size_t params = manifest->params.size();
+  const int runs = params > 100000 ? 3 : params > 1000 ? 20 : 200;
   for (int i = 3; i < argc; ++i) {
-    PlanOptions o;
-    o.strategy = *strategy;
-    o.packer = *packer;
-    o.dp = o.expert_dp = std::stoll(argv[i]);
-    o.bucket_size = default_bucket_size(o.dp);
-    double best = 1e30;
-    const int runs = manifest->params.size() > 100000 ? 3 : manifest->params.size() > 1000 ? 20 : 200;
-    for (int r = 0; r < runs; ++r) {
-      const auto start = std::chrono::steady_clock::now();
-      Result<Layout> layout = plan(*manifest, o);
-      const double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count();
-      if (!layout) return 2;
-      best = std::min(best, ms);
+    std::vector<PlanOptions> options(choices.size());
+    std::vector<double> best(choices.size(), 1e30);
+    for (std::size_t c = 0; c < choices.size(); ++c) {
+      options[c].strategy = choices[c].strategy;
+      options[c].packer = choices[c].packer;
+      options[c].dp = options[c].expert_dp = std::stoll(argv[i]);
+      options[c].bucket_size = default_bucket_size(options[c].dp);
     }
-    fmt::print("{} {} dp {}: plan {:.3f} ms (best of {})\n", manifest->model.value_or(argv[1]),
-               argv[2], o.dp, best, runs);
+    for (int r = 0; r < runs; ++r) {
+      for (std::size_t c = 0; c < choices.size(); ++c) {
+        const auto start = std::chrono::steady_clock::now();
+        Result<Layout> layout = plan(*manifest, options[c]);
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
+        if (!layout) {
+          fmt::print(stderr, "{}\n", layout.error().message);
+          return 2;
+        }
+        best[c] = std::min(best[c], ms);
+      }
+    }
+    for (std::size_t c = 0; c < choices.size(); ++c) {
+      fmt::print("{} {} dp {}: plan {:.3f} ms (best of {})\n", manifest->model.value_or(argv[1]),
+                 choices[c].name, options[c].dp, best[c], runs);
+    }
   }
   return 0;
 }

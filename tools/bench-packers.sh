@@ -33,8 +33,9 @@ out=docs/PACKING.md
   echo "(the floor: no layout under the rules can pad less, since a bucket of dp equal shards"
   echo "holds its largest param whole). Imbalance: the heaviest rank's Newton-Schulz cost over"
   echo "the mean (bound: what the largest single matrix forces). Plan: the whole plan (every"
-  echo "buffer, manifest already parsed), best of 200 runs of \`build-release/bench_plan\` (20 above 1000 params); the"
-  echo "last column is balanced over megatron."
+  echo "buffer, manifest already parsed), best of 200 runs of \`build-release/bench_plan\` (20 above"
+  echo "1000 params), the two packers timed in alternation; the last column is balanced over"
+  echo "megatron."
   echo
   echo "| shape | dp | megatron padding | balanced padding | floor | megatron imbalance | balanced imbalance | bound | megatron plan ms | balanced plan ms | time ratio |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
@@ -46,11 +47,11 @@ out=docs/PACKING.md
     for dp in 8 16 64 256; do
       row="| $title | $dp"
       declare -A pad imb ms
+      times=$(build-release/bench_plan "$manifest" layerwise/megatron,layerwise/balanced "$dp")
       for packer in megatron balanced; do
         layout=$data/$config-$dp-$packer.json
         "$bin" plan "$manifest" --dp "$dp" --strategy layerwise --packer "$packer" -q -o "$layout"
-        ms[$packer]=$(build-release/bench_plan "$manifest" "layerwise/$packer" "$dp" |
-          sed -n 's/.*plan \([0-9.]*\) ms.*/\1/p')
+        ms[$packer]=$(sed -n "s|.* layerwise/$packer dp .*plan \([0-9.]*\) ms.*|\1|p" <<<"$times")
         stats=$("$bin" stats "$layout" --manifest "$manifest" --json)
         pad[$packer]=$(field "$stats" padding_percent .2f)%
         imb[$packer]=$(field "$stats" cost_imbalance .3f)
