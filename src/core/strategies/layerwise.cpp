@@ -284,11 +284,18 @@ class FillEstimate {
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_;
 };
 
+Wide saturating_add(Wide a, Wide b) {
+  Wide sum = 0;
+  return __builtin_add_overflow(a, b, &sum) ? kWideMax : sum;
+}
+
 class LayerwisePacker {
  public:
-  LayerwisePacker(const BufferJob& job, BufferBuilder& out)
+  /// With `place` false, the buckets are made but no param is placed: enough to measure.
+  LayerwisePacker(const BufferJob& job, BufferBuilder& out, bool place = true)
       : job_(job),
         out_(out),
+        place_(place),
         dp_(job.group.num_shards),
         shard_divisor_(shard_divisor(dp_, job.options.pad_for_high_nccl_busbw)),
         loads_(dp_),
@@ -320,6 +327,7 @@ class LayerwisePacker {
       if (param.shared_embedding) {
         if (Result<void> r = emit_chunk(); !r) return r;
         buckets_.shared_embedding(job_, k);
+        shard0_extra_ = saturating_add(shard0_extra_, cost_[k]);
         continue;
       }
       if (bucket_size && !chunk.empty()) {
@@ -340,6 +348,15 @@ class LayerwisePacker {
       }
     }
     return emit_chunk();
+  }
+
+  /// The heaviest shard's Newton-Schulz cost, once run (saturated at 2^127 - 1).
+  Wide heaviest() const {
+    Wide most = saturating_add(loads_.load(0), shard0_extra_);  // shared embeddings: shard 0
+    for (std::int32_t s = 1; s < static_cast<std::int32_t>(dp_); ++s) {
+      most = std::max(most, loads_.load(s));
+    }
+    return most;
   }
 
  private:
@@ -382,6 +399,7 @@ class LayerwisePacker {
     }
 
     const Wide shard_size = pad_to(max_cursor, Wide{shard_divisor_});
+    if (!place_) assignments_.clear();
     std::sort(assignments_.begin(), assignments_.end(), [](const Assignment& a, const Assignment& b) {
       return a.shard < b.shard || (a.shard == b.shard && a.order < b.order);
     });
@@ -406,9 +424,11 @@ class LayerwisePacker {
 
   const BufferJob& job_;
   BufferBuilder& out_;
+  const bool place_;
   const std::int64_t dp_;
   const std::int64_t shard_divisor_;
   std::vector<Wide> cost_;
+  Wide shard0_extra_ = 0;  ///< the shared embeddings' cost
   LeastLoadedShard loads_;
   EmptiestShard cursors_;
   std::vector<std::size_t> by_cost_;
@@ -422,6 +442,15 @@ class LayerwisePacker {
 Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out,
                                std::vector<Wide> cost) {
   return LayerwisePacker(job, out).run(std::move(cost));
+}
+
+Result<LayerwiseMeasure> measure_layerwise(const BufferJob& job, std::vector<Wide> cost) {
+  BufferLayout layout;
+  BufferBuilder buckets(layout);
+  LayerwisePacker packer(job, buckets, false);
+  if (Result<void> r = packer.run(std::move(cost)); !r) return r.error();
+  return LayerwiseMeasure{layout.buckets.empty() ? Wide{0} : Wide{layout.buckets.back().end},
+                          packer.heaviest()};
 }
 
 Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out) {

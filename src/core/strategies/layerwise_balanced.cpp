@@ -832,49 +832,29 @@ class BalancedPacker {
   LayerwiseBuckets buckets_;
 };
 
-/// The largest per-shard Newton-Schulz cost of the buffer `made` packed (Megatron-LM's
-/// packer's); `cost` by position.
-double heaviest_shard(const BufferJob& job, const BufferBuilder& made, const BufferLayout& layout,
-                      const std::vector<Wide>& cost) {
-  const std::int64_t shards = job.group.num_shards;
-  std::vector<double> load(static_cast<std::size_t>(shards), 0.0);
-  for (std::size_t i = 0; i < layout.params.size(); ++i) {
-    const ParamSlot& p = layout.params[i];
-    const RankRange owner =
-        owner_ranks(layout.buckets[static_cast<std::size_t>(p.bucket)], shards, p.start, p.end);
-    load[static_cast<std::size_t>(owner.first)] += static_cast<double>(cost[made.placed()[i]]);
-  }
-  return *std::max_element(load.begin(), load.end());
-}
-
 }  // namespace
 
 Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out) {
-  // Megatron-LM's packing too: the balanced one is kept only where it is no worse in
-  // padding and in the heaviest shard's Newton-Schulz cost, so `balanced` never loses.
-  // The tighter search goes first; where its ranks come out heavier, plain best-fit next.
+  // Megatron-LM's packing is measured first: the balanced one is kept only where it is no
+  // worse in padding and in the heaviest shard's Newton-Schulz cost, so `balanced` never
+  // loses. The tighter search goes first; where its ranks come out heavier, plain best-fit
+  // next; else Megatron-LM's layout.
   Result<std::vector<Wide>> cost = newton_schulz_costs(job);
   if (!cost) return cost.error();
-  BufferLayout greedy_layout;
-  BufferBuilder greedy(greedy_layout, job.group.params.size());
-  if (Result<void> r = lay_out_layerwise(job, greedy, *cost); !r) return r;
-  const Wide greedy_size = greedy_layout.buckets.empty() ? 0 : greedy_layout.buckets.back().end;
-  const double greedy_heaviest = heaviest_shard(job, greedy, greedy_layout, *cost);
+  Result<LayerwiseMeasure> greedy = measure_layerwise(job, *cost);
+  if (!greedy) return greedy.error();
   for (const bool search : {true, false}) {
     BufferLayout balanced_layout;
     BufferBuilder balanced(balanced_layout, job.group.params.size());
     BalancedPacker packer(job, balanced, search);
-    if (!packer.plan(*cost, greedy_size) ||
-        static_cast<double>(packer.assign(static_cast<Wide>(greedy_heaviest))) >
-            greedy_heaviest * (1 + 1e-12)) {
+    if (!packer.plan(*cost, greedy->size) || packer.assign(greedy->heaviest) > greedy->heaviest) {
       continue;
     }
     packer.emit();  // as assign gave the bins to shards: its heaviest shard is the layout's
     out.take(std::move(balanced_layout), balanced.max_offset());
     return {};
   }
-  out.take(std::move(greedy_layout), greedy.max_offset());
-  return {};
+  return lay_out_layerwise(job, out, std::move(*cost));
 }
 
 }  // namespace paramlayout::strategies
