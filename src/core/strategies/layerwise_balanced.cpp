@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <utility>
 #include <limits>
 #include <numeric>
 #include <set>
@@ -369,6 +370,7 @@ class BalancedPacker {
     };
     std::vector<std::size_t> positions;
     std::vector<Run> runs;
+    Wide gcd = 0;  ///< of the spans: capacities between two of its multiples pack alike
   };
   /// Orders positions by decreasing span, ties by position.
   auto decreasing_span() const {
@@ -399,7 +401,15 @@ class BalancedPacker {
       items.runs.push_back({run.span, at, at + static_cast<std::size_t>(end - first)});
       items.positions.insert(items.positions.end(), first, end);
     }
+    items.gcd = gcd_of(items.runs);
     return items;
+  }
+  static Wide gcd_of(const std::vector<Items::Run>& runs) {
+    Wide gcd = 0;
+    for (const Items::Run& run : runs) {
+      for (Wide a = run.span; a != 0;) gcd = std::exchange(a, gcd % a);
+    }
+    return gcd;
   }
   void sort_by_span(std::size_t from, std::size_t to, Items& items) const {
     items.positions.clear();
@@ -411,6 +421,7 @@ class BalancedPacker {
       if (items.runs.empty() || items.runs.back().span != size) items.runs.push_back({size, i, i});
       ++items.runs.back().end;
     }
+    items.gcd = gcd_of(items.runs);
   }
 
   /// Best-fit-decreasing of `items` (from `by_decreasing_span`) into dp bins of `capacity`:
@@ -526,11 +537,13 @@ class BalancedPacker {
 
   /// About the smallest capacity (within 1/kResolution) from max(`at_least`, the largest param,
   /// total / dp) up at which best-fit-decreasing packs positions [from, to); its bins.
-  const std::pair<Wide, BinOf>& smallest_fit(std::size_t from, std::size_t to, Wide at_least) {
+  /// `hint`: a capacity at which best-fit likely packs them, tried first (no gallop below).
+  const std::pair<Wide, BinOf>& smallest_fit(std::size_t from, std::size_t to, Wide at_least,
+                                             Wide hint = 0) {
     const Question question{false, at_least, from, to};
     auto found = fits_.find(question);
     if (found == fits_.end()) {
-      found = fits_.emplace(question, search_smallest_fit(from, to, at_least)).first;
+      found = fits_.emplace(question, search_smallest_fit(from, to, at_least, hint)).first;
     }
     return found->second;
   }
@@ -592,18 +605,23 @@ class BalancedPacker {
            items.runs.size() <= kFillSizeLimit;
   }
 
-  std::pair<Wide, BinOf> search_smallest_fit(std::size_t from, std::size_t to, Wide at_least) {
+  std::pair<Wide, BinOf> search_smallest_fit(std::size_t from, std::size_t to, Wide at_least,
+                                             Wide hint) {
     const Items& items = by_decreasing_span(from, to, search_items_);
     const Wide lowest = least_capacity(items, at_least);
-    // Gallop up from `lowest` to a capacity that packs, then bisect down to within 1/kResolution
-    // of the smallest one that does; a packing at one capacity also holds at its fullest
-    // bin's (padded), which is where the search goes on from.
-    std::optional<Wide> fill = best_fit(items, lowest);
+    // Gallop up from `lowest` (or the hint) to a capacity that packs, then bisect down to
+    // within 1/kResolution of the smallest one that does; a packing at one capacity also
+    // holds at its fullest bin's (padded), which is where the search goes on from.
+    // A capacity that fails fails up to the next multiple of the spans' gcd, where only the
+    // room no span can use grows.
+    const auto failing = [&](Wide c) { return c - c % items.gcd + items.gcd - 1; };
     Wide failed = lowest - 1;
+    std::optional<Wide> fill = hint > lowest ? best_fit(items, hint) : std::nullopt;
+    if (!fill) fill = best_fit(items, lowest);
     Wide step = std::max<Wide>(lowest / 256, shard_divisor_);
     Wide capacity = lowest;
     while (!fill) {
-      failed = capacity;
+      failed = failing(capacity);
       capacity = pad_to(lowest + step, Wide{shard_divisor_});
       step *= 2;
       fill = best_fit(items, capacity);
@@ -616,7 +634,7 @@ class BalancedPacker {
       if (std::optional<Wide> tighter = best_fit(items, middle)) {
         capacity = pad_to(*tighter, Wide{shard_divisor_});
       } else {
-        failed = middle;
+        failed = failing(middle);
       }
     }
     // Bin-by-bin filling can pack below best-fit's capacity: bisect once more with it,
@@ -631,7 +649,7 @@ class BalancedPacker {
           capacity = pad_to(*tighter, Wide{shard_divisor_});
           filled = true;
         } else {
-          failed = middle;
+          failed = failing(middle);
         }
       }
     }
@@ -786,7 +804,7 @@ class BalancedPacker {
           const Items& right_items = by_decreasing_span(at, right.to, right_items_);
           const Wide right_room = best / dp_ - std::max(left_lowest, target) - shard_divisor_;
           if (!packs(right_items, right_room)) continue;
-          const Wide left_size = dp_ * smallest_fit(left.from, at, target).first;
+          const Wide left_size = dp_ * smallest_fit(left.from, at, target, room).first;
           if (left_size + dp_ * right_lowest >= best) continue;
           if (!packs(right_items, (best - left_size) / dp_ - shard_divisor_)) continue;
           const Wide size = left_size + dp_ * smallest_fit(at, right.to, target).first;
