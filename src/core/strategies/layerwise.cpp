@@ -400,9 +400,10 @@ class LayerwisePacker {
 
     const Wide shard_size = pad_to(max_cursor, Wide{shard_divisor_});
     if (!place_) assignments_.clear();
-    std::sort(assignments_.begin(), assignments_.end(), [](const Assignment& a, const Assignment& b) {
-      return a.shard < b.shard || (a.shard == b.shard && a.order < b.order);
-    });
+    std::sort(assignments_.begin(), assignments_.end(),
+              [](const Assignment& a, const Assignment& b) {
+                return a.shard < b.shard || (a.shard == b.shard && a.order < b.order);
+              });
     std::int32_t shard = -1;
     Wide cursor = 0;
     for (const Assignment& a : assignments_) {

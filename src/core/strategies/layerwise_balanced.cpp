@@ -14,12 +14,11 @@
 #include <algorithm>
 #include <array>
 #include <functional>
-#include <utility>
 #include <limits>
-#include <numeric>
 #include <set>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "paramlayout/check.hpp"
 #include "strategies.hpp"
@@ -85,7 +84,9 @@ class Bins {
     Wide room;
     std::int64_t first;
     std::int64_t count;
-    bool operator<(const Group& o) const { return std::tie(room, first) < std::tie(o.room, o.first); }
+    bool operator<(const Group& o) const {
+      return std::tie(room, first) < std::tie(o.room, o.first);
+    }
   };
   void insert(const Group& g) {
     groups_.insert(std::upper_bound(groups_.begin(), groups_.end(), g), g);
@@ -176,8 +177,9 @@ class BalancedPacker {
     Wide least_left = 0;  // what the params not yet planned need at least
     for (std::size_t k = n; k-- > 0;) {  // backprop order
       order_.push_back(k);
-      span_.push_back(job_.param(k).shared_embedding ? embedding_size(k)
-                                                     : align_param_start(Wide{job_.param(k).numel}));
+      const Param& param = job_.param(k);
+      span_.push_back(param.shared_embedding ? embedding_size(k)
+                                             : align_param_start(Wide{param.numel}));
       least_left += span_.back();
       prefix_.push_back(prefix_.back() * kHashBase + static_cast<std::uint64_t>(span_.back()));
       power_.push_back(power_.back() * kHashBase);
@@ -228,8 +230,9 @@ class BalancedPacker {
     const auto heaviest_bin = [&](std::size_t b) {
       return *std::max_element(bin_cost_.begin() + b * dp, bin_cost_.begin() + (b + 1) * dp);
     };
-    std::stable_sort(by_heaviest_bin.begin(), by_heaviest_bin.end(),
-                     [&](std::size_t a, std::size_t b) { return heaviest_bin(a) > heaviest_bin(b); });
+    std::stable_sort(
+        by_heaviest_bin.begin(), by_heaviest_bin.end(),
+        [&](std::size_t a, std::size_t b) { return heaviest_bin(a) > heaviest_bin(b); });
     std::vector<std::size_t> bins(dp);
     std::vector<std::size_t> shards(dp);
     for (std::size_t b : by_heaviest_bin) {
@@ -457,13 +460,11 @@ class BalancedPacker {
     FillSearch& f = fill_;
     const std::size_t n = f.sizes = items.runs.size();
     Wide slack = dp_ * capacity;  // what the bins can leave empty and still take every item
-    std::int64_t gcd = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const Items::Run& run = items.runs[i];
       f.span[i] = static_cast<std::int64_t>(run.span);
       f.left[i] = static_cast<std::int64_t>(run.end - run.first);
       slack -= run.span * f.left[i];
-      gcd = std::gcd(gcd, f.span[i]);
     }
     if (slack < 0) return std::nullopt;  // and so every sum below is under dp * 2^56
     f.after[n] = 0;
@@ -476,7 +477,7 @@ class BalancedPacker {
       for (std::size_t i = n; i-- > first;) f.after[i] = f.after[i + 1] + f.span[i] * f.left[i];
       --f.left[first];  // the bin's first item: the largest left
       f.room = static_cast<std::int64_t>(capacity) - f.span[first];
-      f.reach = f.room - f.room % gcd;
+      f.reach = f.room - f.room % static_cast<std::int64_t>(items.gcd);
       f.best_fill = -1;
       f.steps = kFillSteps;
       f.take.fill(0);
@@ -535,8 +536,8 @@ class BalancedPacker {
     return bin_of;
   }
 
-  /// About the smallest capacity (within 1/kResolution) from max(`at_least`, the largest param,
-  /// total / dp) up at which best-fit-decreasing packs positions [from, to); its bins.
+  /// About the smallest capacity (within 1/kResolution) from max(`at_least`, the largest
+  /// param, total / dp) up at which best-fit-decreasing packs positions [from, to); its bins.
   /// `hint`: a capacity at which best-fit likely packs them, tried first (no gallop below).
   const std::pair<Wide, BinOf>& smallest_fit(std::size_t from, std::size_t to, Wide at_least,
                                              Wide hint = 0) {
@@ -585,7 +586,9 @@ class BalancedPacker {
   Wide least_capacity(const Items& items, Wide at_least) const {
     const std::vector<std::size_t>& positions = items.positions;
     Wide total = 0;
-    for (const Items::Run& run : items.runs) total += run.span * static_cast<Wide>(run.end - run.first);
+    for (const Items::Run& run : items.runs) {
+      total += run.span * static_cast<Wide>(run.end - run.first);
+    }
     Wide crowded = 0;
     for (std::size_t k = 1, dp = static_cast<std::size_t>(dp_); k * dp < positions.size(); ++k) {
       Wide smallest_k = 0;  // items [k*dp - k, k*dp]
@@ -710,9 +713,8 @@ class BalancedPacker {
     std::vector<Bucket> best;
     for (std::size_t count : counts) {
       const Wide beat = best.empty() ? budget + 1 : size_of(best) + 1;
-      if (std::optional<std::vector<Bucket>> option = cut(from, end, count, run_total, target, beat)) {
-        best = std::move(*option);
-      }
+      std::optional<std::vector<Bucket>> option = cut(from, end, count, run_total, target, beat);
+      if (option) best = std::move(*option);
     }
     if (best.empty()) return false;
     if (tighten_) refine_cuts(best, target);
