@@ -9,6 +9,7 @@
 #include "paramlayout/stats.hpp"
 #include "paramlayout/synth.hpp"
 #include "reference_cases.hpp"
+#include "strategies/strategies.hpp"
 #include "test_support.hpp"
 
 using namespace paramlayout;
@@ -62,6 +63,32 @@ TEST_SUITE("packer") {
       }
     }
     CHECK(layerwise == 70);
+  }
+
+  TEST_CASE("Megatron-LM's packing measured without laying it out: size and heaviest shard") {
+    // balanced compares itself with this measure; the reference layouts come from
+    // Megatron-LM's own code, their heaviest shard from layout_stats.
+    int measured = 0;
+    for (const auto& c : reference_cases()) {
+      if (c.layout.options.strategy != Strategy::layerwise) continue;
+      CAPTURE(c.id);
+      const std::vector<BufferGroup> groups = group_params(c.manifest, c.layout.options);
+      const LayoutStats stats = layout_stats(c.layout, c.manifest);
+      REQUIRE(groups.size() == c.layout.buffers.size());
+      for (std::size_t i = 0; i < groups.size(); ++i) {
+        if (c.layout.buffers[i].strategy != Strategy::layerwise) continue;
+        ++measured;
+        const strategies::BufferJob job{c.manifest, groups[i], c.layout.options};
+        std::vector<strategies::Wide> costs = expect_ok(strategies::newton_schulz_costs(job));
+        const strategies::LayerwiseMeasure measure =
+            expect_ok(strategies::measure_layerwise(job, std::move(costs)));
+        const std::vector<double>& cost = stats.buffers[i].rank_cost;
+        CHECK(static_cast<std::int64_t>(measure.size) == c.layout.buffers[i].numel);
+        CHECK(static_cast<double>(measure.heaviest) ==
+              doctest::Approx(*std::max_element(cost.begin(), cost.end())).epsilon(1e-12));
+      }
+    }
+    CHECK(measured >= 70);
   }
 
   TEST_CASE("balanced pads much less on real model shapes at dp 8 and 16") {
