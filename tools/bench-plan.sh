@@ -23,9 +23,10 @@ echo "## $(date -u +%F) on $(nproc) cores of $(grep -m1 'model name' /proc/cpuin
 echo
 echo "### DeepSeek-V3 (ep 1): $(du -h "$deepseek" | cut -f1) manifest"
 for strategy in sequential-dp layerwise; do
-  build-release/bench_plan "$deepseek" "$strategy" 8 64 512
-  if [ "$strategy" = layerwise ]; then
-    build-release/bench_plan "$deepseek" layerwise/balanced 8 64 512
+  if [ "$strategy" = layerwise ]; then  # both packers, timed in alternation
+    build-release/bench_plan "$deepseek" layerwise,layerwise/balanced 8 64 512
+  else
+    build-release/bench_plan "$deepseek" "$strategy" 8 64 512
   fi
   for dp in 8 64 512; do
     /usr/bin/time -f "    peak RSS %M KB" "$bin" plan "$deepseek" --dp "$dp" --strategy "$strategy" \

@@ -291,11 +291,9 @@ Wide saturating_add(Wide a, Wide b) {
 
 class LayerwisePacker {
  public:
-  /// With `place` false, the buckets are made but no param is placed: enough to measure.
-  LayerwisePacker(const BufferJob& job, BufferBuilder& out, bool place = true)
+  LayerwisePacker(const BufferJob& job, BufferBuilder& out)
       : job_(job),
         out_(out),
-        place_(place),
         dp_(job.group.num_shards),
         shard_divisor_(shard_divisor(dp_, job.options.pad_for_high_nccl_busbw)),
         loads_(dp_),
@@ -399,7 +397,6 @@ class LayerwisePacker {
     }
 
     const Wide shard_size = pad_to(max_cursor, Wide{shard_divisor_});
-    if (!place_) assignments_.clear();
     std::sort(assignments_.begin(), assignments_.end(),
               [](const Assignment& a, const Assignment& b) {
                 return a.shard < b.shard || (a.shard == b.shard && a.order < b.order);
@@ -425,7 +422,6 @@ class LayerwisePacker {
 
   const BufferJob& job_;
   BufferBuilder& out_;
-  const bool place_;
   const std::int64_t dp_;
   const std::int64_t shard_divisor_;
   std::vector<Wide> cost_;
@@ -445,13 +441,11 @@ Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out,
   return LayerwisePacker(job, out).run(std::move(cost));
 }
 
-Result<LayerwiseMeasure> measure_layerwise(const BufferJob& job, std::vector<Wide> cost) {
-  BufferLayout layout;
-  BufferBuilder buckets(layout);
-  LayerwisePacker packer(job, buckets, false);
+Result<Wide> lay_out_layerwise_heaviest(const BufferJob& job, BufferBuilder& out,
+                                        std::vector<Wide> cost) {
+  LayerwisePacker packer(job, out);
   if (Result<void> r = packer.run(std::move(cost)); !r) return r.error();
-  return LayerwiseMeasure{layout.buckets.empty() ? Wide{0} : Wide{layout.buckets.back().end},
-                          packer.heaviest()};
+  return packer.heaviest();
 }
 
 Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out) {

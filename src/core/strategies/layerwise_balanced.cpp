@@ -855,26 +855,29 @@ class BalancedPacker {
 }  // namespace
 
 Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out) {
-  // Megatron-LM's packing is measured first: the balanced one is kept only where it is no
-  // worse in padding and in the heaviest shard's Newton-Schulz cost, so `balanced` never
-  // loses. The tighter search goes first; where its ranks come out heavier, plain best-fit
-  // next; else Megatron-LM's layout.
+  // Megatron-LM's packing first: the balanced one is kept only where it is no worse in
+  // padding and in the heaviest shard's Newton-Schulz cost, so `balanced` never loses.
+  // The tighter search goes first; where its ranks come out heavier, plain best-fit next.
   Result<std::vector<Wide>> cost = newton_schulz_costs(job);
   if (!cost) return cost.error();
-  Result<LayerwiseMeasure> greedy = measure_layerwise(job, *cost);
-  if (!greedy) return greedy.error();
+  BufferLayout greedy_layout;
+  BufferBuilder greedy(greedy_layout, job.group.params.size());
+  const Result<Wide> greedy_heaviest = lay_out_layerwise_heaviest(job, greedy, *cost);
+  if (!greedy_heaviest) return greedy_heaviest.error();
+  const Wide greedy_size = greedy_layout.buckets.empty() ? 0 : greedy_layout.buckets.back().end;
   for (const bool search : {true, false}) {
     BufferLayout balanced_layout;
     BufferBuilder balanced(balanced_layout, job.group.params.size());
     BalancedPacker packer(job, balanced, search);
-    if (!packer.plan(*cost, greedy->size) || packer.assign(greedy->heaviest) > greedy->heaviest) {
+    if (!packer.plan(*cost, greedy_size) || packer.assign(*greedy_heaviest) > *greedy_heaviest) {
       continue;
     }
     packer.emit();  // as assign gave the bins to shards: its heaviest shard is the layout's
     out.take(std::move(balanced_layout), balanced.max_offset());
     return {};
   }
-  return lay_out_layerwise(job, out, std::move(*cost));
+  out.take(std::move(greedy_layout), greedy.max_offset());
+  return {};
 }
 
 }  // namespace paramlayout::strategies

@@ -90,13 +90,9 @@ class LayerwiseBuckets {
 Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out);
 /// The same, with the costs already worked out (newton_schulz_costs).
 Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out, std::vector<Wide> cost);
-/// Megatron-LM's layerwise packing of a buffer, measured without laying it out.
-struct LayerwiseMeasure {
-  Wide size;      ///< elements
-  Wide heaviest;  ///< the heaviest shard's Newton-Schulz cost
-};
-/// Fails as lay_out_layerwise does.
-Result<LayerwiseMeasure> measure_layerwise(const BufferJob& job, std::vector<Wide> cost);
+/// The same, returning the heaviest shard's Newton-Schulz cost (saturated at 2^127 - 1).
+Result<Wide> lay_out_layerwise_heaviest(const BufferJob& job, BufferBuilder& out,
+                                        std::vector<Wide> cost);
 /// The `balanced` packer: the same promises, less padding (layerwise_balanced.cpp).
 Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out);
 
