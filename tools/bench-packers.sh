@@ -75,13 +75,15 @@ shards of that size, and the last bucket of a run is nearly empty.
 1. counts the buckets a run needs greedily (each takes params while they fit dp shards of
    max(bucket_size / dp, its largest param));
 2. cuts the run into that many buckets of about equal totals, and also tries a few counts
-   fewer (larger buckets: bucket_size is a soft target), keeping the count that pads least;
-   a count whose buckets cannot beat the best so far (or Megatron-LM's size for the
-   buffer) even at their lower bounds is dropped before any packing;
+   fewer (larger buckets: bucket_size is a soft target), keeping the count that pads least
+   (on a tie, the most buckets); the fewest go first, since they usually win, and a count
+   whose buckets cannot beat the best so far (or Megatron-LM's size for the buffer) even at
+   their lower bounds is dropped before any more packing;
 3. gives each bucket the smallest shard size at which best-fit-decreasing packs its params
    (from a lower bound up: the largest param, total / dp, and the k + 1 smallest of the
-   k x dp + 1 largest params, which some shard must share; galloping, then bisecting; a
-   packing at one size also holds at its fullest shard's, where the search goes on);
+   k x dp + 1 largest params, which some shard must share; galloping, then bisecting to
+   1/1024; a packing at one size also holds at its fullest shard's, where the search goes
+   on, and a size that fails fails up to the next multiple of the params' sizes' gcd);
    buckets of the same params (experts) are packed once;
 4. where a bucket has few distinct param sizes (at most 12, dp at most 64), bisects below
    best-fit's size once more, filling shards one at a time: each takes the largest param
@@ -89,8 +91,9 @@ shards of that size, and the last bucket of a run is nearly empty.
    shard's best choice is repeated while its params last). Best-fit spreads the large
    matrices first and strands room no small one fits; filling shard by shard does not;
 5. moves each cut between two buckets by up to 4 params either way where the pair gets
-   smaller (one packing at the largest size that could win rules most moves out). Runs of
-   more than 2000 params (thousands of experts) skip steps 4 and 5;
+   smaller (a move whose lower bounds leave less to gain than the search resolves is not
+   tried; one packing of each side at the largest size that could win rules most others
+   out). Runs of more than 2000 params (thousands of experts) skip steps 4 and 5;
 6. at that size packs the params by cost where they fit (costliest matrix to the cheapest
    shard with room, balancing Newton-Schulz work), else keeps the packing found;
 7. gives each bucket's shards to ranks, buckets with the costliest shard first, costliest
@@ -100,11 +103,15 @@ shards of that size, and the last bucket of a run is nearly empty.
    would pad more or load its heaviest rank more: it never loses on either figure. Where
    steps 4-5 load a rank more (they ignore cost), it plans again without them first.
 
-Planning time: `balanced` runs Megatron-LM's packer too, and at dp 64 and above takes 1-3x
-its time (tens of microseconds to 1 ms on these shapes; timings this short are noisy). At
-dp 8 and 16 steps 4 and 5 run and cost up to about 20x, still 3 ms at most: the issue's 2x
-goal is not met there; this trades time a planner spends once for memory every rank holds
-for the whole run.
+Planning time (last column; `balanced` runs Megatron-LM's packer too, and its time is
+counted): at dp 64 and 256 about 1.3-2x (timings of tens of microseconds are noisy: the
+same point moves by 10-20% between runs); at dp 16 about 2x, DeepSeek-V3 3-3.5x; at dp 8,
+where steps 4 and 5 search most, about 2x on Mixtral and Qwen3 and 3-4.5x on the Llama-3,
+GPT-3 and DeepSeek-V3 stages (0.04-0.5 ms). The issue's 2x goal is not met on those four
+rows. Instruction counts, which the clock's noise does not blur, are made by
+`tools/bench-packers-instructions.sh` (docs/PERFORMANCE.md has them, before and after the
+work that cut them about 4x). The search spends a fraction of a millisecond once for
+memory every rank holds for the whole run.
 
 Both are checked by `paramlayout check` (every promise) in the `packer` unit suite, over the
 70 layerwise reference cases and the shapes above.
