@@ -13,14 +13,12 @@
 // it pads less or loads a rank more lightly, so `balanced` never loses on either.
 #include <algorithm>
 #include <array>
-#include <functional>
 #include <limits>
 #include <set>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
 
-#include "paramlayout/check.hpp"
 #include "strategies.hpp"
 
 namespace paramlayout::strategies {
