@@ -436,11 +436,6 @@ class LayerwisePacker {
 
 }  // namespace
 
-Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out,
-                               std::vector<Wide> cost) {
-  return LayerwisePacker(job, out).run(std::move(cost));
-}
-
 Result<Wide> lay_out_layerwise_heaviest(const BufferJob& job, BufferBuilder& out,
                                         std::vector<Wide> cost) {
   LayerwisePacker packer(job, out);
@@ -451,7 +446,7 @@ Result<Wide> lay_out_layerwise_heaviest(const BufferJob& job, BufferBuilder& out
 Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out) {
   Result<std::vector<Wide>> cost = newton_schulz_costs(job);
   if (!cost) return cost.error();
-  return lay_out_layerwise(job, out, std::move(*cost));
+  return LayerwisePacker(job, out).run(std::move(*cost));
 }
 
 }  // namespace paramlayout::strategies

@@ -383,8 +383,6 @@ class BalancedPacker {
   /// many params as the run has spans is cut out of the run's own order (sorted once, when
   /// first a bucket of an eighth of it asks): each span's positions are in order there.
   const Items& by_decreasing_span(std::size_t from, std::size_t to, Items& items) {
-    items.positions.clear();
-    items.runs.clear();
     const std::size_t count = to - from;
     if (tighten_ && run_items_.positions.empty() && count * 8 >= run_.second - run_.first) {
       sort_by_span(run_.first, run_.second, run_items_);
@@ -393,6 +391,8 @@ class BalancedPacker {
       sort_by_span(from, to, items);
       return items;
     }
+    items.positions.clear();
+    items.runs.clear();
     const auto positions = run_items_.positions.begin();
     for (const Items::Run& run : run_items_.runs) {
       const auto first = std::lower_bound(positions + run.first, positions + run.end, from);

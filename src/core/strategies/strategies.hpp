@@ -88,9 +88,8 @@ class LayerwiseBuckets {
 
 /// Fails only when a Newton-Schulz cost, or the sum of a shard's, does not fit in 127 bits.
 Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out);
-/// The same, with the costs already worked out (newton_schulz_costs).
-Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out, std::vector<Wide> cost);
-/// The same, returning the heaviest shard's Newton-Schulz cost (saturated at 2^127 - 1).
+/// The same, with the costs already worked out (newton_schulz_costs), returning the heaviest
+/// shard's Newton-Schulz cost (saturated at 2^127 - 1).
 Result<Wide> lay_out_layerwise_heaviest(const BufferJob& job, BufferBuilder& out,
                                         std::vector<Wide> cost);
 /// The `balanced` packer: the same promises, less padding (layerwise_balanced.cpp).
