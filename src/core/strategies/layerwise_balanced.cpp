@@ -24,12 +24,9 @@
 namespace paramlayout::strategies {
 namespace {
 
-/// a / b for a >= 0, b > 0; in 64 bits where both fit (nearly always), which is far faster.
-Wide quotient(Wide a, Wide b) {
-  constexpr Wide kMax = std::numeric_limits<std::int64_t>::max();
-  if (a <= kMax && b <= kMax) return static_cast<std::int64_t>(a) / static_cast<std::int64_t>(b);
-  return a / b;
-}
+/// Element counts. Every size the packer meets fits in 64 bits: it plans only buffers whose
+/// params span less than kSizeLimit(dp) (`plannable`).
+using Size = std::int64_t;
 
 /// Dp bins of one capacity, filled best-fit: an item goes to the fullest bin it fits in
 /// (the first such bin on ties). Bins are kept as groups of consecutive bins with equal
@@ -39,7 +36,7 @@ Wide quotient(Wide a, Wide b) {
 class Bins {
  public:
   /// Empties the bins: `count` of them, each with room for `capacity`.
-  void reset(std::int64_t count, Wide capacity) {
+  void reset(std::int64_t count, Size capacity) {
     capacity_ = capacity;
     groups_.assign(1, {capacity, 0, count});
   }
@@ -47,18 +44,18 @@ class Bins {
   /// Puts `count` items of `size` (their aligned span), calling `into(first, bins, n)` when
   /// each of `bins` bins from `first` takes n of them; false when one found no room.
   template <class Into>
-  bool put(Wide size, std::int64_t count, Into into) {
+  bool put(Size size, std::int64_t count, Into into) {
     while (count > 0) {
       auto it = std::lower_bound(groups_.begin(), groups_.end(), Group{size, -1, 0});
       if (it == groups_.end()) return false;
       Group g = *it;
       groups_.erase(it);
-      const Wide fits = quotient(g.room, size);
-      const auto full = static_cast<std::int64_t>(std::min<Wide>(g.count, quotient(count, fits)));
+      const Size fits = g.room / size;
+      const Size full = std::min(g.count, count / fits);
       if (full > 0) {
         insert({g.room - fits * size, g.first, full});
-        into(g.first, full, static_cast<std::int64_t>(fits));
-        count -= full * static_cast<std::int64_t>(fits);
+        into(g.first, full, fits);
+        count -= full * fits;
         g.first += full;
         g.count -= full;
       }
@@ -75,11 +72,11 @@ class Bins {
   }
 
   /// What the fullest bin holds.
-  Wide fullest() const { return capacity_ - groups_.front().room; }
+  Size fullest() const { return capacity_ - groups_.front().room; }
 
  private:
   struct Group {
-    Wide room;
+    Size room;
     std::int64_t first;
     std::int64_t count;
     bool operator<(const Group& o) const {
@@ -90,7 +87,7 @@ class Bins {
     groups_.insert(std::upper_bound(groups_.begin(), groups_.end(), g), g);
   }
 
-  Wide capacity_ = 0;
+  Size capacity_ = 0;
   std::vector<Group> groups_;  ///< sorted; few, since bins fill in runs
 };
 
@@ -101,7 +98,6 @@ constexpr std::int64_t kCostAwareLimit = 64;
 constexpr std::int64_t kFillShardLimit = 64;
 constexpr std::size_t kFillSizeLimit = 12;
 constexpr int kFillSteps = 128;
-constexpr Wide kFillCapacityLimit = Wide{1} << 56;  // dp (<= 64) of them stay in 64 bits
 
 /// The search for one bin's best filling: how many items of each size (largest first) fill
 /// `room` best; gives up after kFillSteps steps.
@@ -145,7 +141,7 @@ constexpr std::size_t kMaxSwaps = 256;
 /// time nor move cuts.
 constexpr std::size_t kLongRun = 2000;
 /// Capacities are searched to within 1/kResolution.
-constexpr Wide kResolution = 1024;
+constexpr Size kResolution = 1024;
 /// How far (in params) a cut between two buckets moves to make them smaller.
 constexpr std::size_t kCutShift = 4;
 
@@ -162,8 +158,14 @@ class BalancedPacker {
         buckets_(out, dp_, shard_divisor_) {}
 
   /// Plans the buffer in at most `limit` elements, given every param's Newton-Schulz cost by
-  /// position in the job; false when it cannot.
-  bool plan(std::vector<Wide> cost, Wide limit) {
+  /// position in the job; false when it cannot, or when the buffer is too large to plan in
+  /// 64 bits (beyond 2^60 / dp elements: no real buffer).
+  bool plan(std::vector<Wide> cost, Wide buffer_limit) {
+    // Capacities stay below 4x the larger of the params' span and the limit, plus a shard
+    // divisor; dp of them below 2^63.
+    const Wide size_limit = Wide{std::numeric_limits<Size>::max()} / 8 / dp_ - shard_divisor_;
+    if (buffer_limit > size_limit) return false;
+    const auto limit = static_cast<Size>(buffer_limit);
     cost_ = std::move(cost);
     const std::size_t n = job_.group.params.size();
     order_.reserve(n);
@@ -176,12 +178,24 @@ class BalancedPacker {
     for (std::size_t k = n; k-- > 0;) {  // backprop order
       order_.push_back(k);
       const Param& param = job_.param(k);
-      span_.push_back(param.shared_embedding ? embedding_size(k)
-                                             : align_param_start(Wide{param.numel}));
-      least_left += span_.back();
+      const Wide span = param.shared_embedding
+                            ? dp_ * pad_to(Wide{param.numel}, Wide{shard_divisor_})
+                            : align_param_start(Wide{param.numel});
+      least_left += span;
+      if (least_left > size_limit) return false;
+      span_.push_back(static_cast<Size>(span));
       prefix_.push_back(prefix_.back() * kHashBase + static_cast<std::uint64_t>(span_.back()));
       power_.push_back(power_.back() * kHashBase);
     }
+    return plan_runs(limit, static_cast<Size>(least_left));
+  }
+
+  /// The size of the planned buffer.
+  Size size() const { return size_of(planned_); }
+
+  /// Plans the runs between shared embeddings (plan's second half).
+  bool plan_runs(Size limit, Size least_left) {
+    const std::size_t n = span_.size();
     for (std::size_t i = 0; i < n;) {
       const bool shared = job_.param(order_[i]).shared_embedding;
       std::size_t end = i + 1;
@@ -197,9 +211,6 @@ class BalancedPacker {
     }
     return true;
   }
-
-  /// The planned buffer's size in elements.
-  Wide size() const { return size_of(planned_); }
 
   /// Gives each planned bucket's bins to shards, keeping the heaviest shard's Newton-Schulz
   /// cost low: buckets with the costliest bins first, each bin costliest-first onto the
@@ -297,15 +308,15 @@ class BalancedPacker {
       }
       // Placed by start: shard by shard, each shard's params in backprop order.
       by_start.clear();
-      Wide numel = 0;
+      Size numel = 0;
       for (std::size_t q = bucket.from; q < bucket.to; ++q) {
         by_start.push_back({shard_of_bin[(*bucket.bins)[q - bucket.from]], q});
         numel += job_.param(order_[q]).numel;
       }
       std::sort(by_start.begin(), by_start.end());
-      const Wide shard_size = bucket.size / dp_;
+      const Size shard_size = bucket.size / dp_;
       std::int64_t shard = -1;
-      Wide at = 0;
+      Size at = 0;
       for (const auto& [s, q] : by_start) {
         if (s != shard) {
           shard = s;
@@ -321,10 +332,7 @@ class BalancedPacker {
  private:
   /// The elements position `position` takes: its aligned numel, or for a shared embedding
   /// its whole bucket.
-  Wide span(std::size_t position) const { return span_[position]; }
-  Wide embedding_size(std::size_t k) const {
-    return dp_ * pad_to(Wide{job_.param(k).numel}, Wide{shard_divisor_});
-  }
+  Size span(std::size_t position) const { return span_[position]; }
   Wide cost_of(std::size_t position) const { return cost_[order_[position]]; }
 
   /// A question about packing positions [from, to) into dp bins: its answer depends only
@@ -332,7 +340,7 @@ class BalancedPacker {
   /// experts repeat these exactly, so each distinct bucket is packed once.
   struct Question {
     bool by_cost;
-    Wide bound;  ///< the least capacity, or by cost the capacity
+    Size bound;  ///< the least capacity, or by cost the capacity
     std::size_t from, to;
   };
   /// Hashes a question in O(1): a polynomial hash of the spans, from prefix sums.
@@ -366,12 +374,12 @@ class BalancedPacker {
   /// in runs of one span: a packing depends only on the spans and how many have each.
   struct Items {
     struct Run {
-      Wide span;
+      Size span;
       std::size_t first, end;  ///< into `positions`
     };
     std::vector<std::size_t> positions;
     std::vector<Run> runs;
-    Wide gcd = 0;  ///< of the spans: capacities between two of its multiples pack alike
+    Size gcd = 0;  ///< of the spans: capacities between two of its multiples pack alike
   };
   /// Orders positions by decreasing span, ties by position.
   auto decreasing_span() const {
@@ -405,10 +413,10 @@ class BalancedPacker {
     items.gcd = gcd_of(items.runs);
     return items;
   }
-  static Wide gcd_of(const std::vector<Items::Run>& runs) {
-    Wide gcd = 0;
+  static Size gcd_of(const std::vector<Items::Run>& runs) {
+    Size gcd = 0;
     for (const Items::Run& run : runs) {
-      for (Wide a = run.span; a != 0;) gcd = std::exchange(a, gcd % a);
+      for (Size a = run.span; a != 0;) gcd = std::exchange(a, gcd % a);
     }
     return gcd;
   }
@@ -418,7 +426,7 @@ class BalancedPacker {
     for (std::size_t q = from; q < to; ++q) items.positions.push_back(q);
     std::sort(items.positions.begin(), items.positions.end(), decreasing_span());
     for (std::size_t i = 0; i < items.positions.size(); ++i) {
-      const Wide size = span(items.positions[i]);
+      const Size size = span(items.positions[i]);
       if (items.runs.empty() || items.runs.back().span != size) items.runs.push_back({size, i, i});
       ++items.runs.back().end;
     }
@@ -428,7 +436,7 @@ class BalancedPacker {
   /// Best-fit-decreasing of `items` (from `by_decreasing_span`) into dp bins of `capacity`:
   /// what the fullest bin holds, or nothing when an item finds no room. With `bin_of`, also
   /// the bin of each item, by its position from `from`.
-  std::optional<Wide> best_fit(const Items& items, Wide capacity, std::size_t from = 0,
+  std::optional<Size> best_fit(const Items& items, Size capacity, std::size_t from = 0,
                                BinOf* bin_of = nullptr) {
     bins_.reset(dp_, capacity);
     for (const Items::Run& run : items.runs) {
@@ -453,20 +461,20 @@ class BalancedPacker {
   /// spreads the large items first. A bin's best choice stays best for the next bins while
   /// its items last, so each is searched once. Like `best_fit`: the fullest bin or nothing,
   /// and with `bin_of` each item's bin. For `items` of at most kFillSizeLimit sizes.
-  std::optional<Wide> fill_bins(const Items& items, Wide capacity, std::size_t from = 0,
+  std::optional<Size> fill_bins(const Items& items, Size capacity, std::size_t from = 0,
                                 BinOf* bin_of = nullptr) {
     FillSearch& f = fill_;
     const std::size_t n = f.sizes = items.runs.size();
-    Wide slack = dp_ * capacity;  // what the bins can leave empty and still take every item
+    Size slack = dp_ * capacity;  // what the bins can leave empty and still take every item
     for (std::size_t i = 0; i < n; ++i) {
       const Items::Run& run = items.runs[i];
       f.span[i] = static_cast<std::int64_t>(run.span);
       f.left[i] = static_cast<std::int64_t>(run.end - run.first);
       slack -= run.span * f.left[i];
     }
-    if (slack < 0) return std::nullopt;  // and so every sum below is under dp * 2^56
+    if (slack < 0) return std::nullopt;  // and so every sum below fits
     f.after[n] = 0;
-    Wide fullest = 0;
+    Size fullest = 0;
     std::size_t first = 0;  // the largest size with items left
     for (std::int64_t bin = 0; bin < dp_;) {
       while (first < n && f.left[first] == 0) ++first;
@@ -482,7 +490,7 @@ class BalancedPacker {
       f.search(first, 0);
       ++f.left[first];
       ++f.best[first];
-      fullest = std::max(fullest, Wide{f.span[first] + f.best_fill});
+      fullest = std::max(fullest, Size{f.span[first] + f.best_fill});
       std::int64_t repeat = dp_ - bin;
       for (std::size_t i = first; i < n; ++i) {
         if (f.best[i] > 0) repeat = std::min(repeat, f.left[i] / f.best[i]);
@@ -510,7 +518,7 @@ class BalancedPacker {
   /// Positions [from, to) into dp bins of `capacity` by Newton-Schulz cost: the costliest
   /// item to the cheapest bin it fits in, which balances the optimizer's work. The bin of
   /// each position, or nothing when an item finds no room (or dp is too large to try).
-  std::optional<BinOf> cost_fit(std::size_t from, std::size_t to, Wide capacity) const {
+  std::optional<BinOf> cost_fit(std::size_t from, std::size_t to, Size capacity) const {
     if (dp_ > kCostAwareLimit) return std::nullopt;
     std::vector<std::size_t> items(to - from);
     for (std::size_t q = from; q < to; ++q) items[q - from] = q;
@@ -519,7 +527,7 @@ class BalancedPacker {
       return span(a) > span(b) || (span(a) == span(b) && a < b);
     });
     BinOf bin_of(to - from);
-    std::vector<Wide> room(static_cast<std::size_t>(dp_), capacity);
+    std::vector<Size> room(static_cast<std::size_t>(dp_), capacity);
     std::vector<Wide> load(static_cast<std::size_t>(dp_), 0);
     for (std::size_t q : items) {
       std::int64_t best = -1;
@@ -537,8 +545,8 @@ class BalancedPacker {
   /// About the smallest capacity (within 1/kResolution) from max(`at_least`, the largest
   /// param, total / dp) up at which best-fit-decreasing packs positions [from, to); its bins.
   /// `hint`: a capacity at which best-fit likely packs them, tried first (no gallop below).
-  const std::pair<Wide, BinOf>& smallest_fit(std::size_t from, std::size_t to, Wide at_least,
-                                             Wide hint = 0) {
+  const std::pair<Size, BinOf>& smallest_fit(std::size_t from, std::size_t to, Size at_least,
+                                             Size hint = 0) {
     const Question question{false, at_least, from, to};
     auto found = fits_.find(question);
     if (found == fits_.end()) {
@@ -548,7 +556,7 @@ class BalancedPacker {
   }
 
   /// Packs positions [from, to) into bins of `capacity` by cost, when that places them all.
-  const std::optional<BinOf>& pack_by_cost(std::size_t from, std::size_t to, Wide capacity) {
+  const std::optional<BinOf>& pack_by_cost(std::size_t from, std::size_t to, Size capacity) {
     const Question question{true, capacity, from, to};
     auto found = by_cost_.find(question);
     if (found == by_cost_.end()) {
@@ -559,13 +567,13 @@ class BalancedPacker {
 
   /// The least capacity that could hold a bucket of `total` elements whose largest param
   /// spans `largest`: no packing of it does better.
-  Wide lowest_capacity(Wide total, Wide largest) const {
-    return pad_to(std::max(largest, (total + dp_ - 1) / dp_), Wide{shard_divisor_});
+  Size lowest_capacity(Size total, Size largest) const {
+    return pad_to(std::max(largest, (total + dp_ - 1) / dp_), Size{shard_divisor_});
   }
   /// The same for positions [from, to).
-  Wide lowest_capacity(std::size_t from, std::size_t to) const {
-    Wide total = 0;
-    Wide largest = 0;
+  Size lowest_capacity(std::size_t from, std::size_t to) const {
+    Size total = 0;
+    Size largest = 0;
     for (std::size_t q = from; q < to; ++q) {
       total += span(q);
       largest = std::max(largest, span(q));
@@ -574,66 +582,64 @@ class BalancedPacker {
   }
 
   /// Whether `items` pack into dp bins of `capacity` (best-fit, else bin by bin).
-  bool packs(const Items& items, Wide capacity) {
-    return best_fit(items, capacity) || (can_fill(items, capacity) && fill_bins(items, capacity));
+  bool packs(const Items& items, Size capacity) {
+    return best_fit(items, capacity) || (can_fill(items) && fill_bins(items, capacity));
   }
 
   /// The least capacity, at least `at_least`, that could hold `items`: the largest, their
   /// total over dp, and since of the k*dp + 1 largest some bin holds k + 1, at least the
   /// k + 1 smallest of those. No packing does better; `smallest_fit` starts here.
-  Wide least_capacity(const Items& items, Wide at_least) const {
+  Size least_capacity(const Items& items, Size at_least) const {
     const std::vector<std::size_t>& positions = items.positions;
-    Wide total = 0;
+    Size total = 0;
     for (const Items::Run& run : items.runs) {
-      total += run.span * static_cast<Wide>(run.end - run.first);
+      total += run.span * static_cast<Size>(run.end - run.first);
     }
-    Wide crowded = 0;
+    Size crowded = 0;
     for (std::size_t k = 1, dp = static_cast<std::size_t>(dp_); k * dp < positions.size(); ++k) {
-      Wide smallest_k = 0;  // items [k*dp - k, k*dp]
+      Size smallest_k = 0;  // items [k*dp - k, k*dp]
       for (std::size_t i = k * dp - k; i <= k * dp; ++i) smallest_k += span(positions[i]);
       crowded = std::max(crowded, smallest_k);
       if (k * k > positions.size()) break;  // enough: the bound flattens, the sums lengthen
     }
-    const Wide largest = items.runs.empty() ? 0 : items.runs.front().span;
-    return std::max({pad_to(at_least, Wide{shard_divisor_}), lowest_capacity(total, largest),
-                     pad_to(crowded, Wide{shard_divisor_})});
+    const Size largest = items.runs.empty() ? 0 : items.runs.front().span;
+    return std::max({pad_to(at_least, Size{shard_divisor_}), lowest_capacity(total, largest),
+                     pad_to(crowded, Size{shard_divisor_})});
   }
 
-  /// Whether `fill_bins` applies to `items` (by decreasing span) at `capacity`: few shards,
-  /// at most kFillSizeLimit distinct spans, sums in 64 bits.
-  bool can_fill(const Items& items, Wide capacity) const {
-    return capacity < kFillCapacityLimit && dp_ <= kFillShardLimit &&
-           items.runs.size() <= kFillSizeLimit;
+  /// Whether `fill_bins` applies to `items`: few shards, at most kFillSizeLimit distinct spans.
+  bool can_fill(const Items& items) const {
+    return dp_ <= kFillShardLimit && items.runs.size() <= kFillSizeLimit;
   }
 
-  std::pair<Wide, BinOf> search_smallest_fit(std::size_t from, std::size_t to, Wide at_least,
-                                             Wide hint) {
+  std::pair<Size, BinOf> search_smallest_fit(std::size_t from, std::size_t to, Size at_least,
+                                             Size hint) {
     const Items& items = by_decreasing_span(from, to, search_items_);
-    const Wide lowest = least_capacity(items, at_least);
+    const Size lowest = least_capacity(items, at_least);
     // Gallop up from `lowest` (or the hint) to a capacity that packs, then bisect down to
     // within 1/kResolution of the smallest one that does; a packing at one capacity also
     // holds at its fullest bin's (padded), which is where the search goes on from.
     // A capacity that fails fails up to the next multiple of the spans' gcd, where only the
     // room no span can use grows.
-    const auto failing = [&](Wide c) { return c - c % items.gcd + items.gcd - 1; };
-    Wide failed = lowest - 1;
-    std::optional<Wide> fill = hint > lowest ? best_fit(items, hint) : std::nullopt;
+    const auto failing = [&](Size c) { return c - c % items.gcd + items.gcd - 1; };
+    Size failed = lowest - 1;
+    std::optional<Size> fill = hint > lowest ? best_fit(items, hint) : std::nullopt;
     if (!fill) fill = best_fit(items, lowest);
-    Wide step = std::max<Wide>(lowest / 256, shard_divisor_);
-    Wide capacity = lowest;
+    Size step = std::max<Size>(lowest / 256, shard_divisor_);
+    Size capacity = lowest;
     while (!fill) {
       failed = failing(capacity);
-      capacity = pad_to(lowest + step, Wide{shard_divisor_});
+      capacity = pad_to(lowest + step, Size{shard_divisor_});
       step *= 2;
       fill = best_fit(items, capacity);
     }
-    capacity = pad_to(*fill, Wide{shard_divisor_});
-    const Wide resolution = std::max<Wide>(lowest / kResolution, shard_divisor_);
+    capacity = pad_to(*fill, Size{shard_divisor_});
+    const Size resolution = std::max<Size>(lowest / kResolution, shard_divisor_);
     while (capacity - failed > resolution) {
-      const Wide middle = pad_to(failed + (capacity - failed) / 2, Wide{shard_divisor_});
+      const Size middle = pad_to(failed + (capacity - failed) / 2, Size{shard_divisor_});
       if (middle >= capacity) break;
-      if (std::optional<Wide> tighter = best_fit(items, middle)) {
-        capacity = pad_to(*tighter, Wide{shard_divisor_});
+      if (std::optional<Size> tighter = best_fit(items, middle)) {
+        capacity = pad_to(*tighter, Size{shard_divisor_});
       } else {
         failed = failing(middle);
       }
@@ -641,13 +647,13 @@ class BalancedPacker {
     // Bin-by-bin filling can pack below best-fit's capacity: bisect once more with it,
     // unless it cannot pack just below that capacity either (most buckets).
     bool filled = false;
-    if (tighten_ && capacity > lowest && can_fill(items, capacity)) {
+    if (tighten_ && capacity > lowest && can_fill(items)) {
       failed = fill_bins(items, capacity - shard_divisor_) ? lowest - 1 : capacity;
       while (capacity - failed > resolution) {
-        const Wide middle = pad_to(failed + (capacity - failed) / 2, Wide{shard_divisor_});
+        const Size middle = pad_to(failed + (capacity - failed) / 2, Size{shard_divisor_});
         if (middle >= capacity) break;
-        if (std::optional<Wide> tighter = fill_bins(items, middle)) {
-          capacity = pad_to(*tighter, Wide{shard_divisor_});
+        if (std::optional<Size> tighter = fill_bins(items, middle)) {
+          capacity = pad_to(*tighter, Size{shard_divisor_});
           filled = true;
         } else {
           failed = failing(middle);
@@ -665,7 +671,7 @@ class BalancedPacker {
 
   /// Plans buckets for the params at positions [from, end) (no shared embedding among them)
   /// in at most `budget` elements; false when they do not fit in it.
-  bool plan_run(std::size_t from, std::size_t end, Wide budget) {
+  bool plan_run(std::size_t from, std::size_t end, Size budget) {
     tighten_ = search_ && end - from <= kLongRun;
     run_ = {from, end};
     run_items_.positions.clear();
@@ -678,14 +684,16 @@ class BalancedPacker {
     }
     // How many buckets: greedily, each takes params while they fit dp shards of
     // max(bucket_size / dp, its largest param).
-    const Wide target = (Wide{*bucket_size} + dp_ - 1) / dp_;
+    const Wide least_shard = (Wide{*bucket_size} + dp_ - 1) / dp_;
+    if (dp_ * least_shard > budget) return false;  // no bucket can be that small
+    const auto target = static_cast<Size>(least_shard);
     std::size_t buckets = 0;
-    Wide run_total = 0;
+    Size run_total = 0;
     for (std::size_t q = from; q < end;) {
-      Wide largest = 0;
-      Wide total = 0;
+      Size largest = 0;
+      Size total = 0;
       for (; q < end; ++q) {
-        const Wide next_largest = std::max(largest, span(q));
+        const Size next_largest = std::max(largest, span(q));
         if (total > 0 && total + span(q) > dp_ * std::max(target, next_largest)) break;
         largest = next_largest;
         total += span(q);
@@ -710,7 +718,7 @@ class BalancedPacker {
     // early); the least padding wins, and on a tie the most buckets.
     std::vector<Bucket> best;
     for (std::size_t count : counts) {
-      const Wide beat = best.empty() ? budget + 1 : size_of(best) + 1;
+      const Size beat = best.empty() ? budget + 1 : size_of(best) + 1;
       std::optional<std::vector<Bucket>> option = cut(from, end, count, run_total, target, beat);
       if (option) best = std::move(*option);
     }
@@ -725,12 +733,12 @@ class BalancedPacker {
   struct Bucket {
     std::size_t from = 0;
     std::size_t to = 0;
-    Wide size = 0;
+    Size size = 0;
     const BinOf* bins = nullptr;
   };
 
-  static Wide size_of(const std::vector<Bucket>& buckets) {
-    Wide size = 0;
+  static Size size_of(const std::vector<Bucket>& buckets) {
+    Size size = 0;
     for (const Bucket& b : buckets) size += b.size;
     return size;
   }
@@ -738,17 +746,17 @@ class BalancedPacker {
   /// Positions [from, end) in `count` buckets of about equal totals, each with the smallest
   /// shards that hold it; nothing when they cannot come to fewer than `beat` elements.
   std::optional<std::vector<Bucket>> cut(std::size_t from, std::size_t end, std::size_t count,
-                                         Wide run_total, Wide target, Wide beat) {
+                                         Size run_total, Size target, Size beat) {
     std::vector<Bucket> out;
-    std::vector<Wide> lowest;  // each bucket's least size, to give up early
-    Wide lowest_left = 0;
+    std::vector<Size> lowest;  // each bucket's least size, to give up early
+    Size lowest_left = 0;
     std::size_t q = from;
-    Wide done = 0;
+    Size done = 0;
     for (std::size_t k = 1; k <= count && q < end; ++k) {
-      const Wide goal = run_total * static_cast<Wide>(k) / static_cast<Wide>(count);
+      const Size goal = static_cast<Size>(Wide{run_total} * static_cast<Wide>(k) / static_cast<Wide>(count));
       std::size_t to = q;
-      Wide total = done;
-      Wide largest = 0;
+      Size total = done;
+      Size largest = 0;
       while (to < end && (k == count || to == q || total + span(to) <= goal ||
                           goal - total > total + span(to) - goal)) {
         total += span(to);
@@ -761,7 +769,7 @@ class BalancedPacker {
       done = total;
       q = to;
     }
-    Wide size = 0;
+    Size size = 0;
     for (std::size_t b = 0; b < out.size(); ++b) {
       if (size + lowest_left >= beat) return std::nullopt;
       const auto& [capacity, bins] = smallest_fit(out[b].from, out[b].to, target);
@@ -777,13 +785,13 @@ class BalancedPacker {
   /// Moves each cut between two buckets by up to kCutShift params either way, where that
   /// makes the pair smaller: equal totals are a good start, but the sizes of the params
   /// decide which cut packs best.
-  void refine_cuts(std::vector<Bucket>& out, Wide target) {
+  void refine_cuts(std::vector<Bucket>& out, Size target) {
     for (std::size_t b = 0; b + 1 < out.size(); ++b) {
       Bucket& left = out[b];
       Bucket& right = out[b + 1];
       const std::size_t cut = left.to;
       std::size_t best_cut = cut;
-      Wide best = left.size + right.size;
+      Size best = left.size + right.size;
       if (best == dp_ * (lowest_capacity(left.from, cut) + lowest_capacity(cut, right.to))) {
         continue;
       }
@@ -792,22 +800,22 @@ class BalancedPacker {
           if (at <= left.from || at >= right.to) continue;  // also a cut - shift below 0
           // A move gains at most what its buckets' lower bounds leave; one that cannot gain
           // more than the capacity search resolves is not tried.
-          const Wide left_lowest = lowest_capacity(left.from, at);
-          const Wide right_lowest = lowest_capacity(at, right.to);
+          const Size left_lowest = lowest_capacity(left.from, at);
+          const Size right_lowest = lowest_capacity(at, right.to);
           if (dp_ * (left_lowest + right_lowest) + best / kResolution >= best) continue;
           // Most moves cannot win: a packing of each side at the largest capacity that
           // could tells.
-          const Wide room = best / dp_ - right_lowest;
+          const Size room = best / dp_ - right_lowest;
           if (room < target || !packs(by_decreasing_span(left.from, at, left_items_), room)) {
             continue;
           }
           const Items& right_items = by_decreasing_span(at, right.to, right_items_);
-          const Wide right_room = best / dp_ - std::max(left_lowest, target) - shard_divisor_;
+          const Size right_room = best / dp_ - std::max(left_lowest, target) - shard_divisor_;
           if (!packs(right_items, right_room)) continue;
-          const Wide left_size = dp_ * smallest_fit(left.from, at, target, room).first;
+          const Size left_size = dp_ * smallest_fit(left.from, at, target, room).first;
           if (left_size + dp_ * right_lowest >= best) continue;
           if (!packs(right_items, (best - left_size) / dp_ - shard_divisor_)) continue;
-          const Wide size = left_size + dp_ * smallest_fit(at, right.to, target).first;
+          const Size size = left_size + dp_ * smallest_fit(at, right.to, target).first;
           if (size < best) {
             best = size;
             best_cut = at;
@@ -832,7 +840,7 @@ class BalancedPacker {
   const std::int64_t shard_divisor_;
   std::vector<std::size_t> order_;  ///< param indices in backprop order
   std::vector<Wide> cost_;
-  std::vector<Wide> span_;  ///< aligned numel by position
+  std::vector<Size> span_;  ///< aligned numel by position
   std::vector<Bucket> planned_;
   std::pair<std::size_t, std::size_t> run_;  ///< the run being planned
   Items run_items_;                           ///< its params by decreasing span, once asked
@@ -841,7 +849,7 @@ class BalancedPacker {
   FillSearch fill_;  ///< fill_bins's, reused
   std::vector<std::uint64_t> prefix_;  ///< polynomial hash of the spans before each position
   std::vector<std::uint64_t> power_;   ///< kHashBase to the power of each length
-  std::unordered_map<Question, std::pair<Wide, BinOf>, QuestionHash, SameQuestion> fits_{
+  std::unordered_map<Question, std::pair<Size, BinOf>, QuestionHash, SameQuestion> fits_{
       64, QuestionHash{this}, SameQuestion{this}};
   std::unordered_map<Question, std::optional<BinOf>, QuestionHash, SameQuestion> by_cost_{
       64, QuestionHash{this}, SameQuestion{this}};
