@@ -38,6 +38,14 @@ Manifest synth_manifest(const std::string& config, SynthOptions options) {
   return expect_ok(parse_manifest(synth_manifest_json(model, DType::bfloat16), config));
 }
 
+/// Llama-3-70B's first pipeline stage of four at TP 8: 20 layers of four matrices.
+Manifest llama3_70b_stage() {
+  SynthOptions split;
+  split.tp = 8;
+  split.pp = 4;
+  return synth_manifest("llama3-70b", split);
+}
+
 }  // namespace
 
 TEST_SUITE("packer") {
@@ -130,10 +138,7 @@ TEST_SUITE("packer") {
     // over every cut point and every packing (a separate Python study, docs/PACKING.md)
     // finds 8 x (128 + 130) = 2064 units the least any two or more buckets need. Filling
     // bins one at a time and moving the cut reach it; without either it is 2080.
-    SynthOptions split;
-    split.tp = 8;
-    split.pp = 4;
-    const Manifest m = synth_manifest("llama3-70b", split);
+    const Manifest m = llama3_70b_stage();
     const Layout balanced = with_packer(m, layerwise_at(8), Packer::balanced);
     CHECK(check_layout(balanced, m).empty());
     int layerwise = 0;
@@ -192,10 +197,7 @@ TEST_SUITE("packer") {
     // Llama-3-70B's first stage at dp 8 (balanced 1.11% padding, megatron 9.23%), with its
     // word embedding or its last matrix marked shared: that param gets a bucket of its own
     // under both packers, so balanced must keep its lead on the rest.
-    SynthOptions split;
-    split.tp = 8;
-    split.pp = 4;
-    const Manifest stage = synth_manifest("llama3-70b", split);
+    const Manifest stage = llama3_70b_stage();
     const PlanOptions options = layerwise_at(8);
     for (const std::size_t shared : {std::size_t{0}, stage.params.size() - 1}) {
       CAPTURE(shared);
@@ -215,10 +217,7 @@ TEST_SUITE("packer") {
     // rather than overflow. Llama-3-70B's first stage (2^31 elements; balanced pads 1.11%,
     // megatron 9.23% at dp 8) with every matrix 2^24 times taller is planned, 2^27 times
     // (past 2^57) is not.
-    SynthOptions split;
-    split.tp = 8;
-    split.pp = 4;
-    const Manifest stage = synth_manifest("llama3-70b", split);
+    const Manifest stage = llama3_70b_stage();
     const PlanOptions options = layerwise_at(8);
     for (const int scale : {24, 27}) {
       CAPTURE(scale);

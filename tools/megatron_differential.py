@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Differential test against Megatron-LM's own layout functions: random manifests and
+options, planned by paramlayout and by the functions of a Megatron-LM checkout (read at run
+time, as tools/megatron_anchor.py does), every param's range and every bucket compared.
+
+The shipped reference cases fix 144 points; this walks the space around them: shapes from
+vectors to large matrices, every dtype and storage, expert params under their own dp,
+shared embeddings, Muon opt-outs, GTP rematerialisation, bucket sizes from tiny to none,
+dp from 1 to 1000, padding for high NCCL bus bandwidth.
+
+Usage: megatron_differential.py MEGATRON_CHECKOUT PARAMLAYOUT [--cases N] [--seed S]
+Exits 1 when a layout differs, keeping each such case (manifest and options) as
+differential-case-N.json in the current directory. With MEGATRON_CHECKOUT "-", reads it from
+$MEGATRON_LM, and exits 77 (a skip, for meson) where that is unset.
+"""
+import json
+import random
+import os
+import subprocess
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import megatron_anchor  # noqa: E402
+
+
+def random_param(rng, i, layerwise_hint):
+    kind = rng.random()
+    if kind < 0.25:
+        shape = [rng.choice([1, 7, 64, 1000, 4096, rng.randint(1, 20000)])]
+    elif kind < 0.3:
+        shape = [rng.randint(1, 64) for _ in range(rng.choice([0, 3, 4]))]
+    elif kind < 0.32:  # embedding-sized: billions of elements
+        shape = [rng.randint(50_000, 260_000), rng.randint(4096, 16384)]
+    else:
+        big = rng.random() < 0.3
+        shape = [rng.randint(1, 30000 if big else 3000), rng.randint(1, 8192 if big else 3000)]
+    p = {"name": f"p{i}", "shape": shape,
+         "dtype": rng.choice(["bfloat16", "bfloat16", "float32", "float16"])}
+    if rng.random() < 0.1:
+        p["storage"] = rng.choice(["fp8", "mxfp8", "nvfp4"])
+    if rng.random() < 0.25:
+        p["expert_parallel"] = True
+    if len(shape) == 2:
+        if rng.random() < 0.05:
+            p["embedding_or_output"] = True
+        if rng.random() < 0.1:
+            p["use_muon"] = False
+        if layerwise_hint and rng.random() < 0.1:
+            p["gtp_remat_size"] = rng.choice([2, 4, 8])
+    return p
+
+
+def random_case(rng):
+    n = rng.choice([1, 2, 5, rng.randint(1, 40), rng.randint(1, 40), rng.randint(40, 200),
+                    rng.randint(40, 200)])
+    strategy = rng.choice(["sequential-dp", "layerwise"])
+    params = [random_param(rng, i, strategy == "layerwise") for i in range(n)]
+    matrices = [p for p in params if len(p["shape"]) == 2]
+    if matrices and rng.random() < 0.2:  # a tied embedding copy, first or last
+        rng.choice([matrices[0], matrices[-1]])["shared_embedding"] = True
+    dp = rng.choice([1, 2, 3, 4, 8, 16, 24, 64, 128, 1000, rng.randint(1, 300)])
+    expert_dp = rng.choice([dp, max(1, dp // 8), rng.randint(1, 64)])
+    bucket_size = rng.choice([None, "default", rng.randint(1, 10_000),
+                              rng.randint(10_000, 50_000_000)])
+    if bucket_size == "default":
+        bucket_size = max(40_000_000, 1_000_000 * dp)
+    manifest = {"schema": "paramlayout.manifest/v1", "model": "differential", "params": params}
+    options = {"strategy": strategy, "dp": dp, "expert_dp": expert_dp,
+               "bucket_size": bucket_size, "pad": rng.random() < 0.2}
+    return manifest, options
+
+
+def megatron_results(functions, manifest, options):
+    sequential_dp, layerwise = functions
+    config = types.SimpleNamespace(pad_buckets_for_high_nccl_busbw=options["pad"])
+    results = []
+    groups = {}
+    for p in manifest["params"]:
+        layerwise_key = (options["strategy"] == "layerwise" and p.get("use_muon", True)
+                         and len(p["shape"]) == 2 and not p.get("embedding_or_output", False))
+        key = (p["dtype"] if p.get("storage", "dense") == "dense" else "uint8", p["dtype"],
+               p.get("expert_parallel", False), layerwise_key)
+        groups.setdefault(key, []).append(megatron_anchor.Param(p))
+    for (_, _, expert, is_layerwise), params in groups.items():
+        dp = options["expert_dp"] if expert else options["dp"]
+        function = layerwise if is_layerwise else sequential_dp
+        results.append(function(params, options["bucket_size"], dp, config))
+    return results
+
+
+def main():
+    args = sys.argv[1:]
+    cases, seed = 200, 1
+    for flag in ("--cases", "--seed"):
+        if flag in args:
+            i = args.index(flag)
+            value = int(args[i + 1])
+            del args[i:i + 2]
+            cases, seed = (value, seed) if flag == "--cases" else (cases, value)
+    checkout, binary = args
+    if checkout == "-":
+        checkout = os.environ.get("MEGATRON_LM", "")
+        if not checkout or not Path(checkout).exists():
+            print("skipped: set MEGATRON_LM to a Megatron-LM checkout (work tree or bare git dir)")
+            return 77
+    functions = megatron_anchor.load_functions(checkout)
+    rng = random.Random(seed)
+    wrong = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        manifest_path, layout_path = Path(tmp, "manifest.json"), Path(tmp, "layout.json")
+        for case in range(cases):
+            manifest, options = random_case(rng)
+            manifest_path.write_text(json.dumps(manifest))
+            command = [binary, "plan", str(manifest_path), "-q", "-o", str(layout_path),
+                       "--strategy", options["strategy"], "--dp", str(options["dp"]),
+                       "--expert-dp", str(options["expert_dp"]),
+                       "--bucket-size", str(options["bucket_size"] or "none")]
+            if options["pad"]:
+                command.append("--pad-for-high-nccl-busbw")
+            subprocess.run(command, check=True)
+            if not megatron_anchor.same_layout(megatron_results(functions, manifest, options),
+                                               layout_path):
+                wrong += 1
+                kept = Path(f"differential-case-{case}.json")
+                kept.write_text(json.dumps({"options": options, "manifest": manifest}))
+                print(f"case {case}: LAYOUT DIFFERS from Megatron-LM's ({kept})", flush=True)
+    print(f"{cases} cases, {wrong} differ (seed {seed})")
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
