@@ -134,12 +134,12 @@ shards of that size, and the last bucket of a run is nearly empty.
 Planning time (last column; `balanced` runs Megatron-LM's packer too, and its time is
 counted): at dp 64 and 256 about 1.3-2x (timings of tens of microseconds are noisy: the
 same point moves by 10-20% between runs); at dp 16 about 2x, DeepSeek-V3 about 3x; at
-dp 8, where steps 4 and 5 search most, under 2x on Mixtral and Qwen3 and about 3x on the
-Llama-3, GPT-3 and DeepSeek-V3 stages (0.03-0.7 ms). The issue's 2x goal is not met on
-those four rows. Instruction counts, which the clock's noise does not blur, are made by
-`tools/bench-packers-instructions.sh` (docs/PERFORMANCE.md has them: 2.7-3.1x on those
-rows). The whole `paramlayout plan` command takes 9-16 ms with either packer on these
-shapes (1.0-1.1x, the second table): the search spends a fraction of a millisecond once
+dp 8, where steps 4 and 5 search most, about 2x on Mixtral and Qwen3, about 3x on the
+Llama-3 and GPT-3 stages and about 4x on DeepSeek-V3 (0.03-0.75 ms). The issue's 2x goal
+is not met on those four rows. Instruction counts, which the clock's noise does not blur,
+are made by `tools/bench-packers-instructions.sh` (docs/PERFORMANCE.md has them: 2.7-3.1x
+on those rows). The whole `paramlayout plan` command takes 9-18 ms with either packer on
+these shapes (0.9-1.05x, the second table): the search spends under a millisecond once
 for memory every rank holds for the whole run.
 
 Both are checked by `paramlayout check` (every promise) in the `packer` unit suite, over the
