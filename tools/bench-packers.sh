@@ -125,11 +125,16 @@ shards of that size, and the last bucket of a run is nearly empty.
 6. at that size packs the params by cost where they fit (costliest matrix to the cheapest
    shard with room, balancing Newton-Schulz work), else keeps the packing found;
 7. gives each bucket's shards to ranks, buckets with the costliest shard first, costliest
-   shard onto the least-loaded rank; then, while the heaviest rank is heavier than under
-   Megatron-LM's packer, swaps two shards of one bucket where that lightens it most;
+   shard onto the least-loaded rank, counting what the ranks already hold from the buffers
+   planned before with the same shard count (a rank's Muon work is the sum over its
+   buffers, as `stats` reports it); then, while the heaviest rank is heavier than under
+   Megatron-LM's packing of all those buffers, swaps two shards of one bucket where that
+   lightens it most;
 8. packs the buffer Megatron-LM's way too (first), and keeps that layout where `balanced`
    would pad more or load its heaviest rank more: it never loses on either figure. Where
-   steps 4-5 load a rank more (they ignore cost), it plans again without them first.
+   steps 4-5 load a rank more (they ignore cost), it plans again without them first. Should
+   a buffer kept Megatron-LM's way still leave some rank heavier than all of Megatron-LM's
+   layouts would, every buffer of those ranks is packed Megatron-LM's way.
 
 Planning time (last column; `balanced` runs Megatron-LM's packer too, and its time is
 counted): at dp 64 and 256 about 1.3-2x (timings of tens of microseconds are noisy: the

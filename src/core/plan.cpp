@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "paramlayout/version.hpp"
 #include "strategies/strategies.hpp"
@@ -76,6 +77,50 @@ void BufferBuilder::take(BufferLayout&& from, Wide max_offset) {
 
 }  // namespace strategies
 
+namespace {
+
+/// Each rank's Newton-Schulz cost under `balanced`, by shard count.
+using RankCostsByShards = std::map<std::int64_t, strategies::RankCosts>;
+
+/// Lays out one buffer (its key, strategy and shard count already set) with `options`.
+Result<void> lay_out_buffer(const Manifest& manifest, const BufferGroup& group,
+                            const PlanOptions& options, BufferLayout& buffer,
+                            RankCostsByShards& rank_costs) {
+  buffer.buckets.clear();
+  buffer.params.clear();
+  buffer.numel = buffer.numel_unpadded = 0;
+  const strategies::BufferJob job{manifest, group, options};
+  strategies::BufferBuilder builder(buffer, group.params.size());
+  switch (buffer.strategy) {
+    case Strategy::unpadded:
+      strategies::lay_out_unpadded(job, builder);
+      break;
+    case Strategy::sequential_dp:
+      strategies::lay_out_sequential_dp(job, builder);
+      break;
+    case Strategy::layerwise:
+      if (Result<void> r = options.packer == Packer::balanced
+                               ? strategies::lay_out_layerwise_balanced(
+                                     job, builder, rank_costs[group.num_shards])
+                               : strategies::lay_out_layerwise(job, builder);
+          !r) {
+        return r.error();
+      }
+      break;
+  }
+  if (!builder.fits()) {
+    return Error{fmt::format(
+        "{}: buffer {} would need {} elements; offsets must fit in 64 bits (at most {})",
+        manifest.source, describe(group.key), static_cast<double>(builder.max_offset()),
+        INT64_MAX)};
+  }
+  buffer.numel = buffer.buckets.empty() ? 0 : buffer.buckets.back().end;
+  for (const BucketRange& b : buffer.buckets) buffer.numel_unpadded += b.numel_unpadded;
+  return {};
+}
+
+}  // namespace
+
 Result<Layout> plan(const Manifest& manifest, const PlanOptions& options) {
   Layout layout;
   layout.generator = std::string("paramlayout ") + std::string(kVersion);
@@ -84,38 +129,36 @@ Result<Layout> plan(const Manifest& manifest, const PlanOptions& options) {
   layout.names = manifest.names;
   layout.options = options;
 
-  for (const BufferGroup& group : group_params(manifest, options)) {
+  const std::vector<BufferGroup> groups = group_params(manifest, options);
+  RankCostsByShards rank_costs;
+  for (const BufferGroup& group : groups) {
     BufferLayout& buffer = layout.buffers.emplace_back();
     buffer.key = group.key;
     buffer.strategy = strategy_for(group.key, options);
     if (buffer.strategy != Strategy::unpadded) buffer.num_shards = group.num_shards;
-
-    const strategies::BufferJob job{manifest, group, options};
-    strategies::BufferBuilder builder(buffer, group.params.size());
-    switch (buffer.strategy) {
-      case Strategy::unpadded:
-        strategies::lay_out_unpadded(job, builder);
-        break;
-      case Strategy::sequential_dp:
-        strategies::lay_out_sequential_dp(job, builder);
-        break;
-      case Strategy::layerwise:
-        if (Result<void> r = options.packer == Packer::balanced
-                                 ? strategies::lay_out_layerwise_balanced(job, builder)
-                                 : strategies::lay_out_layerwise(job, builder);
-            !r) {
-          return r.error();
-        }
-        break;
+    if (Result<void> r = lay_out_buffer(manifest, group, options, buffer, rank_costs); !r) {
+      return r.error();
     }
-    if (!builder.fits()) {
-      return Error{fmt::format(
-          "{}: buffer {} would need {} elements; offsets must fit in 64 bits (at most {})",
-          manifest.source, describe(group.key), static_cast<double>(builder.max_offset()),
-          INT64_MAX)};
+  }
+  // `balanced` keeps a buffer's packing only where the ranks come out no heavier than under
+  // Megatron-LM's, counting the buffers of the same ranks before it; a buffer that fell back
+  // can still leave a rank heavier than all of Megatron-LM's would. Then those ranks'
+  // buffers are all packed Megatron-LM's way.
+  PlanOptions megatron = options;
+  megatron.packer = Packer::megatron;
+  const auto heaviest = [](const std::vector<strategies::Wide>& costs) {
+    return *std::max_element(costs.begin(), costs.end());
+  };
+  for (const auto& [shards, costs] : rank_costs) {
+    if (heaviest(costs.kept) <= heaviest(costs.megatron)) continue;
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      BufferLayout& buffer = layout.buffers[i];
+      if (buffer.strategy != Strategy::layerwise || groups[i].num_shards != shards) continue;
+      if (Result<void> r = lay_out_buffer(manifest, groups[i], megatron, buffer, rank_costs);
+          !r) {
+        return r.error();
+      }
     }
-    buffer.numel = buffer.buckets.empty() ? 0 : buffer.buckets.back().end;
-    for (const BucketRange& b : buffer.buckets) buffer.numel_unpadded += b.numel_unpadded;
   }
   return layout;
 }

@@ -61,6 +61,7 @@ TEST_SUITE("packer") {
       const LayoutStats b = layout_stats(balanced, c.manifest);
       const LayoutStats m = layout_stats(c.layout, c.manifest);
       CHECK(b.padding <= m.padding);
+      CHECK(b.cost_imbalance <= m.cost_imbalance * (1 + 1e-9));
       REQUIRE(balanced.buffers.size() == c.layout.buffers.size());
       for (std::size_t i = 0; i < balanced.buffers.size(); ++i) {
         const std::vector<double>& bc = b.buffers[i].rank_cost;
@@ -73,9 +74,9 @@ TEST_SUITE("packer") {
     CHECK(layerwise == 70);
   }
 
-  TEST_CASE("Megatron-LM's packer reports its heaviest shard as the layout holds it") {
-    // balanced compares itself with this figure; the reference layouts come from
-    // Megatron-LM's own code, their heaviest shard from layout_stats.
+  TEST_CASE("Megatron-LM's packer reports each rank's cost as the layout holds it") {
+    // balanced compares itself with these figures; the reference layouts come from
+    // Megatron-LM's own code, their ranks' costs from layout_stats.
     int measured = 0;
     for (const auto& c : reference_cases()) {
       if (c.layout.options.strategy != Strategy::layerwise) continue;
@@ -90,11 +91,13 @@ TEST_SUITE("packer") {
         std::vector<strategies::Wide> costs = expect_ok(strategies::newton_schulz_costs(job));
         BufferLayout layout;
         strategies::BufferBuilder builder(layout);
-        const strategies::Wide heaviest =
-            expect_ok(strategies::lay_out_layerwise_heaviest(job, builder, std::move(costs)));
+        const std::vector<strategies::Wide> rank_costs =
+            expect_ok(strategies::lay_out_layerwise_rank_costs(job, builder, std::move(costs)));
         const std::vector<double>& cost = stats.buffers[i].rank_cost;
-        CHECK(static_cast<double>(heaviest) ==
-              doctest::Approx(*std::max_element(cost.begin(), cost.end())).epsilon(1e-12));
+        REQUIRE(rank_costs.size() == cost.size());
+        for (std::size_t r = 0; r < cost.size(); ++r) {
+          CHECK(static_cast<double>(rank_costs[r]) == doctest::Approx(cost[r]).epsilon(1e-12));
+        }
       }
     }
     CHECK(measured >= 70);
@@ -210,6 +213,30 @@ TEST_SUITE("packer") {
       const LayoutStats g = layout_stats(with_packer(m, options, Packer::megatron), m);
       CHECK(b.padding < g.padding);
     }
+  }
+
+  TEST_CASE("balanced weighs each rank's cost over all the buffers it holds") {
+    // At dp 2, a bfloat16 matrix of cost 192^3 = 7,077,888 alone in its buffer, and float32
+    // ones of 1,310,720 (320 x 64) and twice 1,048,576 (256 x 64). Megatron-LM packs each
+    // buffer from empty ranks: the bfloat16 matrix on rank 0, then 1,310,720 on rank 0 and
+    // 2,097,152 on rank 1: rank 0 carries 8,388,608 of 10,485,760, 1.6 x the mean. Packing
+    // the float32 buffer as if its ranks were empty would put 2,097,152 on rank 0 (1.75x);
+    // balanced must count what rank 0 already holds and match 1.6.
+    const Manifest m = expect_ok(parse_manifest(R"({"schema": "paramlayout.manifest/v1",
+      "params": [{"name": "a", "shape": [320, 64], "dtype": "float32"},
+                 {"name": "b", "shape": [256, 64], "dtype": "float32"},
+                 {"name": "c", "shape": [192, 192], "dtype": "bfloat16"},
+                 {"name": "d", "shape": [256, 64], "dtype": "float32"}]})",
+                                                "ranks.json"));
+    PlanOptions options = layerwise_at(2);
+    options.bucket_size.reset();
+    const LayoutStats g = layout_stats(with_packer(m, options, Packer::megatron), m);
+    const Layout balanced = with_packer(m, options, Packer::balanced);
+    CHECK(check_layout(balanced, m).empty());
+    const LayoutStats b = layout_stats(balanced, m);
+    CHECK(g.cost_imbalance == doctest::Approx(1.6));
+    CHECK(b.cost_imbalance == doctest::Approx(1.6));
+    CHECK(b.padding <= g.padding);
   }
 
   TEST_CASE("buffers of more than 2^60 / dp elements keep Megatron-LM's packing") {

@@ -284,11 +284,6 @@ class FillEstimate {
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_;
 };
 
-Wide saturating_add(Wide a, Wide b) {
-  Wide sum = 0;
-  return __builtin_add_overflow(a, b, &sum) ? kWideMax : sum;
-}
-
 class LayerwisePacker {
  public:
   LayerwisePacker(const BufferJob& job, BufferBuilder& out)
@@ -348,13 +343,12 @@ class LayerwisePacker {
     return emit_chunk();
   }
 
-  /// The heaviest shard's Newton-Schulz cost, once run (saturated at 2^127 - 1).
-  Wide heaviest() const {
-    Wide most = saturating_add(loads_.load(0), shard0_extra_);  // shared embeddings: shard 0
-    for (std::int32_t s = 1; s < static_cast<std::int32_t>(dp_); ++s) {
-      most = std::max(most, loads_.load(s));
-    }
-    return most;
+  /// Each shard's Newton-Schulz cost, once run (saturated at 2^127 - 1).
+  std::vector<Wide> rank_costs() const {
+    std::vector<Wide> costs(static_cast<std::size_t>(dp_));
+    for (std::int32_t s = 0; s < static_cast<std::int32_t>(dp_); ++s) costs[s] = loads_.load(s);
+    costs[0] = saturating_add(costs[0], shard0_extra_);  // shared embeddings: shard 0
+    return costs;
   }
 
  private:
@@ -436,11 +430,11 @@ class LayerwisePacker {
 
 }  // namespace
 
-Result<Wide> lay_out_layerwise_heaviest(const BufferJob& job, BufferBuilder& out,
-                                        std::vector<Wide> cost) {
+Result<std::vector<Wide>> lay_out_layerwise_rank_costs(const BufferJob& job, BufferBuilder& out,
+                                                       std::vector<Wide> cost) {
   LayerwisePacker packer(job, out);
   if (Result<void> r = packer.run(std::move(cost)); !r) return r.error();
-  return packer.heaviest();
+  return packer.rank_costs();
 }
 
 Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out) {

@@ -7,10 +7,11 @@
 // of about equal totals, so the last bucket is as full as the others; each bucket gets the
 // smallest capacity at which best-fit-decreasing packs it, and at that capacity its params
 // are packed by Newton-Schulz cost where they fit. Bins then go to shards costliest first
-// onto the least-loaded shards, loads kept across the buffer's buckets, and swaps within a
-// bucket lighten the heaviest shard. Megatron-LM's packing of the buffer is made first;
-// `balanced` gives up as soon as it cannot match its size, and Megatron-LM's is kept where
-// it pads less or loads a rank more lightly, so `balanced` never loses on either.
+// onto the least-loaded ranks, loads kept across the buckets (and the buffers of the same
+// ranks planned before), and swaps within a bucket lighten the heaviest rank. Megatron-LM's
+// packing of the buffer is made first; `balanced` gives up as soon as it cannot match its
+// size, and Megatron-LM's is kept where it pads less or, counting the buffers before, loads
+// a rank more lightly, so `balanced` never loses on either (plan() checks the whole layout).
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -215,12 +216,12 @@ class BalancedPacker {
   /// Gives each planned bucket's bins to shards, keeping the heaviest shard's Newton-Schulz
   /// cost low: buckets with the costliest bins first, each bin costliest-first onto the
   /// least-loaded shard; then, while the heaviest shard is above `target`, the swap of two
-  /// bins of one bucket that lightens it most. Returns the heaviest shard's cost.
-  Wide assign(Wide target) {
+  /// bins of one bucket that lightens it most. `load`: each shard's cost before (from the
+  /// buffers planned before, whose ranks these share), and after. Returns the heaviest.
+  Wide assign(Wide target, std::vector<Wide>& load) {
     const auto dp = static_cast<std::size_t>(dp_);
     bin_cost_.assign(planned_.size() * dp, 0);
     bin_on_shard_.assign(planned_.size() * dp, 0);
-    std::vector<Wide> load(dp, 0);
     std::vector<std::size_t> by_heaviest_bin;
     for (std::size_t b = 0; b < planned_.size(); ++b) {
       Bucket& bucket = planned_[b];
@@ -860,27 +861,45 @@ class BalancedPacker {
 
 }  // namespace
 
-Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out) {
+Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out,
+                                        RankCosts& ranks) {
   // Megatron-LM's packing first: the balanced one is kept only where it is no worse in
-  // padding and in the heaviest shard's Newton-Schulz cost, so `balanced` never loses.
-  // The tighter search goes first; where its ranks come out heavier, plain best-fit next.
+  // padding and in the heaviest rank's Newton-Schulz cost (over this shard count's buffers
+  // so far), so `balanced` never loses. The tighter search goes first; where its ranks come
+  // out heavier, plain best-fit next.
   Result<std::vector<Wide>> cost = newton_schulz_costs(job);
   if (!cost) return cost.error();
   BufferLayout greedy_layout;
   BufferBuilder greedy(greedy_layout, job.group.params.size());
-  const Result<Wide> greedy_heaviest = lay_out_layerwise_heaviest(job, greedy, *cost);
-  if (!greedy_heaviest) return greedy_heaviest.error();
+  const Result<std::vector<Wide>> greedy_costs = lay_out_layerwise_rank_costs(job, greedy, *cost);
+  if (!greedy_costs) return greedy_costs.error();
+  const auto dp = static_cast<std::size_t>(job.group.num_shards);
+  ranks.kept.resize(dp, 0);
+  ranks.megatron.resize(dp, 0);
+  Wide total = 0;
+  for (std::size_t s = 0; s < dp; ++s) {
+    ranks.megatron[s] = saturating_add(ranks.megatron[s], (*greedy_costs)[s]);
+    total = saturating_add(total, (*greedy_costs)[s]);
+  }
+  const Wide target = *std::max_element(ranks.megatron.begin(), ranks.megatron.end());
+  // With the heaviest rank's cost so far, this buffer's must leave assign's sums in 127 bits.
+  const Wide kept_heaviest = *std::max_element(ranks.kept.begin(), ranks.kept.end());
+  const bool balanceable = saturating_add(kept_heaviest, total) < kMaxCost;
   const Wide greedy_size = greedy_layout.buckets.empty() ? 0 : greedy_layout.buckets.back().end;
   for (const bool search : {true, false}) {
+    if (!balanceable) break;
     BufferLayout balanced_layout;
     BufferBuilder balanced(balanced_layout, job.group.params.size());
     BalancedPacker packer(job, balanced, search);
-    if (!packer.plan(*cost, greedy_size) || packer.assign(*greedy_heaviest) > *greedy_heaviest) {
-      continue;
-    }
-    packer.emit();  // as assign gave the bins to shards: its heaviest shard is the layout's
+    std::vector<Wide> load = ranks.kept;
+    if (!packer.plan(*cost, greedy_size) || packer.assign(target, load) > target) continue;
+    packer.emit();  // as assign gave the bins to shards
+    ranks.kept = std::move(load);
     out.take(std::move(balanced_layout), balanced.max_offset());
     return {};
+  }
+  for (std::size_t s = 0; s < dp; ++s) {
+    ranks.kept[s] = saturating_add(ranks.kept[s], (*greedy_costs)[s]);
   }
   out.take(std::move(greedy_layout), greedy.max_offset());
   return {};

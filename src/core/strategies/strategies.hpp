@@ -86,13 +86,32 @@ class LayerwiseBuckets {
   std::int64_t id_ = 0;
 };
 
+/// The largest cost: 2^127 - 1.
+inline constexpr Wide kMaxCost = ~(Wide{1} << 127);
+
+/// a + b for costs, or kMaxCost where that would not fit.
+inline Wide saturating_add(Wide a, Wide b) {
+  Wide sum = 0;
+  return __builtin_add_overflow(a, b, &sum) ? kMaxCost : sum;
+}
+
 /// Fails only when a Newton-Schulz cost, or the sum of a shard's, does not fit in 127 bits.
 Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out);
-/// The same, with the costs already worked out (newton_schulz_costs), returning the heaviest
-/// shard's Newton-Schulz cost (saturated at 2^127 - 1).
-Result<Wide> lay_out_layerwise_heaviest(const BufferJob& job, BufferBuilder& out,
-                                        std::vector<Wide> cost);
-/// The `balanced` packer: the same promises, less padding (layerwise_balanced.cpp).
-Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out);
+/// The same, with the costs already worked out (newton_schulz_costs), returning each rank's
+/// Newton-Schulz cost (shared embeddings on rank 0; saturated at 2^127 - 1).
+Result<std::vector<Wide>> lay_out_layerwise_rank_costs(const BufferJob& job, BufferBuilder& out,
+                                                       std::vector<Wide> cost);
+
+/// Each rank's Newton-Schulz cost over the layerwise buffers of one shard count planned so
+/// far, as `layout_stats` adds them up: `balanced` answers for the layout's heaviest rank.
+struct RankCosts {
+  std::vector<Wide> kept;      ///< under the layouts kept
+  std::vector<Wide> megatron;  ///< had every buffer been packed Megatron-LM's way
+};
+
+/// The `balanced` packer: the same promises, less padding (layerwise_balanced.cpp). `ranks`
+/// holds the buffers of this shard count planned before, and takes this one.
+Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out,
+                                        RankCosts& ranks);
 
 }  // namespace paramlayout::strategies
