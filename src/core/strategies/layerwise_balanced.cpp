@@ -25,8 +25,8 @@
 namespace paramlayout::strategies {
 namespace {
 
-/// Element counts. Every size the packer meets fits in 64 bits: it plans only buffers whose
-/// params span less than kSizeLimit(dp) (`plannable`).
+/// Element counts. Every size the packer meets fits in 64 bits: it plans only buffers of
+/// less than 2^60 / dp elements (BalancedPacker::plan).
 using Size = std::int64_t;
 
 /// Dp bins of one capacity, filled best-fit: an item goes to the fullest bin it fits in
@@ -469,7 +469,7 @@ class BalancedPacker {
     Size slack = dp_ * capacity;  // what the bins can leave empty and still take every item
     for (std::size_t i = 0; i < n; ++i) {
       const Items::Run& run = items.runs[i];
-      f.span[i] = static_cast<std::int64_t>(run.span);
+      f.span[i] = run.span;
       f.left[i] = static_cast<std::int64_t>(run.end - run.first);
       slack -= run.span * f.left[i];
     }
@@ -483,8 +483,8 @@ class BalancedPacker {
       if (f.span[first] > capacity) return std::nullopt;
       for (std::size_t i = n; i-- > first;) f.after[i] = f.after[i + 1] + f.span[i] * f.left[i];
       --f.left[first];  // the bin's first item: the largest left
-      f.room = static_cast<std::int64_t>(capacity) - f.span[first];
-      f.reach = f.room - f.room % static_cast<std::int64_t>(items.gcd);
+      f.room = capacity - f.span[first];
+      f.reach = f.room - f.room % items.gcd;
       f.best_fill = -1;
       f.steps = kFillSteps;
       f.take.fill(0);
@@ -754,7 +754,7 @@ class BalancedPacker {
     std::size_t q = from;
     Size done = 0;
     for (std::size_t k = 1; k <= count && q < end; ++k) {
-      const Size goal = static_cast<Size>(Wide{run_total} * static_cast<Wide>(k) / static_cast<Wide>(count));
+      const auto goal = static_cast<Size>(Wide{run_total} * Wide{k} / Wide{count});  // no overflow
       std::size_t to = q;
       Size total = done;
       Size largest = 0;
