@@ -239,6 +239,33 @@ TEST_SUITE("packer") {
     CHECK(b.padding <= g.padding);
   }
 
+  TEST_CASE("where a buffer falls back to Megatron-LM's packing, the whole layout still wins") {
+    // Found by tools/packer_fuzz.py: two buffers on the same 2 ranks. A buffer kept only
+    // where the ranks so far come out no heavier, the last one here falls back to
+    // Megatron-LM's packing, which loads the rank balanced's packing of the other made
+    // heavy: the layout's heaviest rank would end above Megatron-LM's. plan() must then pack
+    // both Megatron-LM's way (without that step this fails).
+    const Manifest m = expect_ok(parse_manifest(R"({"schema": "paramlayout.manifest/v1",
+      "params": [{"name": "p0", "shape": [320, 128], "dtype": "bfloat16"},
+                 {"name": "p1", "shape": [192, 192], "dtype": "bfloat16"},
+                 {"name": "p2", "shape": [128, 192], "dtype": "bfloat16"},
+                 {"name": "p3", "shape": [320, 192], "dtype": "bfloat16"},
+                 {"name": "p4", "shape": [64, 192], "dtype": "float32"},
+                 {"name": "p5", "shape": [320, 192], "dtype": "bfloat16"},
+                 {"name": "p6", "shape": [128, 128], "dtype": "bfloat16"},
+                 {"name": "p7", "shape": [256, 128], "dtype": "float32"}]})",
+                                                "fallback.json"));
+    PlanOptions options = layerwise_at(2);
+    options.bucket_size = 94094;
+    const Layout balanced = with_packer(m, options, Packer::balanced);
+    const Layout megatron = with_packer(m, options, Packer::megatron);
+    CHECK(check_layout(balanced, m).empty());
+    const LayoutStats b = layout_stats(balanced, m);
+    const LayoutStats g = layout_stats(megatron, m);
+    CHECK(b.padding <= g.padding);
+    CHECK(b.cost_imbalance <= g.cost_imbalance * (1 + 1e-12));
+  }
+
   TEST_CASE("buffers of more than 2^60 / dp elements keep Megatron-LM's packing") {
     // balanced sizes its buckets in 64 bits; beyond that bound it keeps Megatron-LM's layout
     // rather than overflow. Llama-3-70B's first stage (2^31 elements; balanced pads 1.11%,
