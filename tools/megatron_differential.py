@@ -14,8 +14,8 @@ differential-case-N.json in the current directory. With MEGATRON_CHECKOUT "-", r
 $MEGATRON_LM, and exits 77 (a skip, for meson) where that is unset.
 """
 import json
-import random
 import os
+import random
 import subprocess
 import sys
 import tempfile
