@@ -51,8 +51,6 @@ Result<std::vector<Wide>> newton_schulz_costs(const BufferJob& job) {
 
 namespace {
 
-constexpr Wide kWideMax = ~(Wide{1} << 127);
-
 /// Up to this many shards, scanning them all beats any tree.
 constexpr std::int64_t kScanLimit = 64;
 

@@ -636,30 +636,28 @@ class BalancedPacker {
     }
     capacity = pad_to(*fill, Size{shard_divisor_});
     const Size resolution = std::max<Size>(lowest / kResolution, shard_divisor_);
-    while (capacity - failed > resolution) {
-      const Size middle = pad_to(failed + (capacity - failed) / 2, Size{shard_divisor_});
-      if (middle >= capacity) break;
-      if (std::optional<Size> tighter = best_fit(items, middle)) {
-        capacity = pad_to(*tighter, Size{shard_divisor_});
-      } else {
-        failed = failing(middle);
+    // Narrows (failed, capacity] with `pack`; true when it packed below `capacity`.
+    const auto bisect = [&](auto pack) {
+      bool packed = false;
+      while (capacity - failed > resolution) {
+        const Size middle = pad_to(failed + (capacity - failed) / 2, Size{shard_divisor_});
+        if (middle >= capacity) break;
+        if (std::optional<Size> tighter = pack(middle)) {
+          capacity = pad_to(*tighter, Size{shard_divisor_});
+          packed = true;
+        } else {
+          failed = failing(middle);
+        }
       }
-    }
+      return packed;
+    };
+    bisect([&](Size c) { return best_fit(items, c); });
     // Bin-by-bin filling can pack below best-fit's capacity: bisect once more with it,
     // unless it cannot pack just below that capacity either (most buckets).
     bool filled = false;
     if (tighten_ && capacity > lowest && can_fill(items)) {
       failed = fill_bins(items, capacity - shard_divisor_) ? lowest - 1 : capacity;
-      while (capacity - failed > resolution) {
-        const Size middle = pad_to(failed + (capacity - failed) / 2, Size{shard_divisor_});
-        if (middle >= capacity) break;
-        if (std::optional<Size> tighter = fill_bins(items, middle)) {
-          capacity = pad_to(*tighter, Size{shard_divisor_});
-          filled = true;
-        } else {
-          failed = failing(middle);
-        }
-      }
+      filled = bisect([&](Size c) { return fill_bins(items, c); });
     }
     BinOf bin_of(to - from);
     if (filled) {
@@ -874,33 +872,32 @@ Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out
   const Result<std::vector<Wide>> greedy_costs = lay_out_layerwise_rank_costs(job, greedy, *cost);
   if (!greedy_costs) return greedy_costs.error();
   const auto dp = static_cast<std::size_t>(job.group.num_shards);
+  const auto add = [dp](std::vector<Wide>& into, const std::vector<Wide>& costs) {
+    into.resize(dp, 0);
+    for (std::size_t s = 0; s < dp; ++s) into[s] = saturating_add(into[s], costs[s]);
+  };
+  add(ranks.megatron, *greedy_costs);
   ranks.kept.resize(dp, 0);
-  ranks.megatron.resize(dp, 0);
-  Wide total = 0;
-  for (std::size_t s = 0; s < dp; ++s) {
-    ranks.megatron[s] = saturating_add(ranks.megatron[s], (*greedy_costs)[s]);
-    total = saturating_add(total, (*greedy_costs)[s]);
-  }
   const Wide target = *std::max_element(ranks.megatron.begin(), ranks.megatron.end());
   // With the heaviest rank's cost so far, this buffer's must leave assign's sums in 127 bits.
+  Wide total = 0;
+  for (const Wide c : *greedy_costs) total = saturating_add(total, c);
   const Wide kept_heaviest = *std::max_element(ranks.kept.begin(), ranks.kept.end());
-  const bool balanceable = saturating_add(kept_heaviest, total) < kMaxCost;
   const Wide greedy_size = greedy_layout.buckets.empty() ? 0 : greedy_layout.buckets.back().end;
-  for (const bool search : {true, false}) {
-    if (!balanceable) break;
-    BufferLayout balanced_layout;
-    BufferBuilder balanced(balanced_layout, job.group.params.size());
-    BalancedPacker packer(job, balanced, search);
-    std::vector<Wide> load = ranks.kept;
-    if (!packer.plan(*cost, greedy_size) || packer.assign(target, load) > target) continue;
-    packer.emit();  // as assign gave the bins to shards
-    ranks.kept = std::move(load);
-    out.take(std::move(balanced_layout), balanced.max_offset());
-    return {};
+  if (saturating_add(kept_heaviest, total) < kWideMax) {
+    for (const bool search : {true, false}) {
+      BufferLayout balanced_layout;
+      BufferBuilder balanced(balanced_layout, job.group.params.size());
+      BalancedPacker packer(job, balanced, search);
+      std::vector<Wide> load = ranks.kept;
+      if (!packer.plan(*cost, greedy_size) || packer.assign(target, load) > target) continue;
+      packer.emit();  // as assign gave the bins to shards
+      ranks.kept = std::move(load);
+      out.take(std::move(balanced_layout), balanced.max_offset());
+      return {};
+    }
   }
-  for (std::size_t s = 0; s < dp; ++s) {
-    ranks.kept[s] = saturating_add(ranks.kept[s], (*greedy_costs)[s]);
-  }
+  add(ranks.kept, *greedy_costs);
   out.take(std::move(greedy_layout), greedy.max_offset());
   return {};
 }

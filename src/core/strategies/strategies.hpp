@@ -86,13 +86,13 @@ class LayerwiseBuckets {
   std::int64_t id_ = 0;
 };
 
-/// The largest cost: 2^127 - 1.
-inline constexpr Wide kMaxCost = ~(Wide{1} << 127);
+/// The largest Wide, 2^127 - 1: where sums of costs saturate.
+inline constexpr Wide kWideMax = ~(Wide{1} << 127);
 
-/// a + b for costs, or kMaxCost where that would not fit.
+/// a + b for costs, or kWideMax where that would not fit.
 inline Wide saturating_add(Wide a, Wide b) {
   Wide sum = 0;
-  return __builtin_add_overflow(a, b, &sum) ? kMaxCost : sum;
+  return __builtin_add_overflow(a, b, &sum) ? kWideMax : sum;
 }
 
 /// Fails only when a Newton-Schulz cost, or the sum of a shard's, does not fit in 127 bits.
