@@ -15,14 +15,14 @@ echo "|---|---|---|---|---|"
 for config in llama3-70b gpt3-175b mixtral-8x7b qwen3-30b-a3b deepseek-v3; do
   manifest=$data/$config.json
   [ -f "$manifest" ] || { echo "no $manifest: run tools/bench-packers.sh first" >&2; exit 1; }
-  params=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["params"]))' "$manifest")
-  runs=$([ "$params" -gt 1000 ] && echo 20 || echo 200)  # bench_plan's own choice
   for dp in 8 16; do
     declare -A per_plan
     for packer in megatron balanced; do
-      total=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+      run=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null \
         --toggle-collect='paramlayout::plan(*' build-release/bench_plan "$manifest" \
-        "layerwise/$packer" "$dp" 2>&1 | sed -n 's/.*Collected : \([0-9]*\)/\1/p')
+        "layerwise/$packer" "$dp" 2>&1)
+      total=$(sed -n 's/.*Collected : \([0-9]*\)/\1/p' <<<"$run")
+      runs=$(sed -n 's/.*(best of \([0-9]*\)).*/\1/p' <<<"$run")  # how many plans it made
       per_plan[$packer]=$((total / runs))
     done
     echo "| $config | $dp | ${per_plan[megatron]} | ${per_plan[balanced]} |" \

@@ -97,7 +97,7 @@ def load_functions(checkout):
 
 
 def buffers(manifest, strategy):
-    """Params per buffer as strategies.md section 1 groups them, with their strategy."""
+    """Params per buffer as strategies.md section 1 groups them: (layerwise, expert, params)."""
     groups = {}
     for p in manifest["params"]:
         layerwise = (strategy == "layerwise" and p.get("use_muon", True)
@@ -105,7 +105,7 @@ def buffers(manifest, strategy):
         key = (p["dtype"] if p.get("storage", "dense") == "dense" else "uint8", p["dtype"],
                p.get("expert_parallel", False), layerwise)
         groups.setdefault(key, []).append(Param(p))
-    return [(key[3], params) for key, params in groups.items()]
+    return [(key[3], key[2], params) for key, params in groups.items()]
 
 
 def same_layout(results, layout_path):
@@ -136,7 +136,7 @@ def main():
         bucket_size = max(40_000_000, 1_000_000 * dp)
         start = time.perf_counter()
         results = [(layerwise if is_layerwise else sequential_dp)(params, bucket_size, dp, config)
-                   for is_layerwise, params in groups]
+                   for is_layerwise, _, params in groups]
         line = f"{strategy} dp {dp}: megatron {time.perf_counter() - start:.3f} s"
         if compare:
             same = same_layout(results, Path(compare, f"{strategy}-dp{dp}.json"))

@@ -13,6 +13,7 @@ Exits 1 when a layout differs, keeping each such case (manifest and options) as
 differential-case-N.json in the current directory. With MEGATRON_CHECKOUT "-", reads it from
 $MEGATRON_LM, and exits 77 (a skip, for meson) where that is unset.
 """
+import argparse
 import json
 import os
 import random
@@ -76,60 +77,58 @@ def random_case(rng):
 def megatron_results(functions, manifest, options):
     sequential_dp, layerwise = functions
     config = types.SimpleNamespace(pad_buckets_for_high_nccl_busbw=options["pad"])
-    results = []
-    groups = {}
-    for p in manifest["params"]:
-        layerwise_key = (options["strategy"] == "layerwise" and p.get("use_muon", True)
-                         and len(p["shape"]) == 2 and not p.get("embedding_or_output", False))
-        key = (p["dtype"] if p.get("storage", "dense") == "dense" else "uint8", p["dtype"],
-               p.get("expert_parallel", False), layerwise_key)
-        groups.setdefault(key, []).append(megatron_anchor.Param(p))
-    for (_, _, expert, is_layerwise), params in groups.items():
-        dp = options["expert_dp"] if expert else options["dp"]
-        function = layerwise if is_layerwise else sequential_dp
-        results.append(function(params, options["bucket_size"], dp, config))
-    return results
+    return [(layerwise if is_layerwise else sequential_dp)(
+                params, options["bucket_size"], options["expert_dp" if expert else "dp"], config)
+            for is_layerwise, expert, params in megatron_anchor.buffers(manifest,
+                                                                        options["strategy"])]
+
+
+def plan_command(binary, manifest_path, layout_path, options, packer="megatron"):
+    """`paramlayout plan` with a case's options."""
+    command = [binary, "plan", str(manifest_path), "-q", "-o", str(layout_path),
+               "--strategy", options["strategy"], "--dp", str(options["dp"]),
+               "--expert-dp", str(options["expert_dp"]),
+               "--bucket-size", str(options["bucket_size"] or "none"), "--packer", packer]
+    return command + (["--pad-for-high-nccl-busbw"] if options["pad"] else [])
+
+
+def case_arguments(description, *positionals):
+    """The command line of a random-case tool: POSITIONALS, --cases N, --seed S."""
+    parser = argparse.ArgumentParser(description=description)
+    for name in positionals:
+        parser.add_argument(name)
+    parser.add_argument("--cases", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    return parser.parse_args()
 
 
 def main():
-    args = sys.argv[1:]
-    cases, seed = 200, 1
-    for flag in ("--cases", "--seed"):
-        if flag in args:
-            i = args.index(flag)
-            value = int(args[i + 1])
-            del args[i:i + 2]
-            cases, seed = (value, seed) if flag == "--cases" else (cases, value)
-    checkout, binary = args
+    args = case_arguments("Random manifests planned here and by Megatron-LM's functions.",
+                          "checkout", "binary")
+    checkout = args.checkout
     if checkout == "-":
         checkout = os.environ.get("MEGATRON_LM", "")
         if not checkout or not Path(checkout).exists():
             print("skipped: set MEGATRON_LM to a Megatron-LM checkout (work tree or bare git dir)")
             return 77
     functions = megatron_anchor.load_functions(checkout)
-    rng = random.Random(seed)
+    rng = random.Random(args.seed)
     wrong = 0
     with tempfile.TemporaryDirectory() as tmp:
         manifest_path, layout_path = Path(tmp, "manifest.json"), Path(tmp, "layout.json")
-        for case in range(cases):
+        for case in range(args.cases):
             manifest, options = random_case(rng)
             manifest_path.write_text(json.dumps(manifest))
-            command = [binary, "plan", str(manifest_path), "-q", "-o", str(layout_path),
-                       "--strategy", options["strategy"], "--dp", str(options["dp"]),
-                       "--expert-dp", str(options["expert_dp"]),
-                       "--bucket-size", str(options["bucket_size"] or "none")]
-            if options["pad"]:
-                command.append("--pad-for-high-nccl-busbw")
-            subprocess.run(command, check=True)
+            subprocess.run(plan_command(args.binary, manifest_path, layout_path, options),
+                           check=True)
             if not megatron_anchor.same_layout(megatron_results(functions, manifest, options),
                                                layout_path):
                 wrong += 1
                 kept = Path(f"differential-case-{case}.json")
                 kept.write_text(json.dumps({"options": options, "manifest": manifest}))
                 print(f"case {case}: LAYOUT DIFFERS from Megatron-LM's ({kept})", flush=True)
-    print(f"{cases} cases, {wrong} differ (seed {seed})")
+    print(f"{args.cases} cases, {wrong} differ (seed {args.seed})")
     return 1 if wrong else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

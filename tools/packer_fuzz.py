@@ -44,11 +44,8 @@ def failures(binary, tmp, manifest, options):
     figures = {}
     for packer in ("megatron", "balanced"):
         layout = str(Path(tmp, f"{packer}.json"))
-        command = [binary, "plan", manifest_path, "-q", "-o", layout, "--strategy", "layerwise",
-                   "--dp", str(options["dp"]), "--expert-dp", str(options["expert_dp"]),
-                   "--bucket-size", str(options["bucket_size"] or "none"), "--packer", packer]
-        if options["pad"]:
-            command.append("--pad-for-high-nccl-busbw")
+        command = megatron_differential.plan_command(
+            binary, manifest_path, layout, {**options, "strategy": "layerwise"}, packer)
         planned = subprocess.run(command, capture_output=True, text=True)
         if planned.returncode != 0:
             return [f"{packer}: plan exited {planned.returncode}: {planned.stderr.strip()}"]
@@ -68,30 +65,22 @@ def failures(binary, tmp, manifest, options):
 
 
 def main():
-    args = sys.argv[1:]
-    cases, seed = 200, 1
-    for flag in ("--cases", "--seed"):
-        if flag in args:
-            i = args.index(flag)
-            value = int(args[i + 1])
-            del args[i:i + 2]
-            cases, seed = (value, seed) if flag == "--cases" else (cases, value)
-    (binary,) = args
-    rng = random.Random(seed)
+    args = megatron_differential.case_arguments(
+        "The balanced packer on random manifests: every promise, never a loss.", "binary")
+    rng = random.Random(args.seed)
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for case in range(cases):
+        for case in range(args.cases):
             small = case % 2 == 1
             manifest, options = (small_case if small else megatron_differential.random_case)(rng)
-            wrong = failures(binary, tmp, manifest, options)
+            wrong = failures(args.binary, tmp, manifest, options)
             if wrong:
                 failed += 1
                 kept = Path(f"packer-fuzz-case-{case}.json")
                 kept.write_text(json.dumps({"options": options, "manifest": manifest}))
                 print(f"case {case} ({kept}): " + "; ".join(wrong), flush=True)
-    print(f"{cases} cases, {failed} failed (seed {seed})")
+    print(f"{args.cases} cases, {failed} failed (seed {args.seed})")
     return 1 if failed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
