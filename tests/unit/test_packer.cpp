@@ -74,9 +74,10 @@ TEST_SUITE("packer") {
     CHECK(layerwise == 70);
   }
 
-  TEST_CASE("Megatron-LM's packer reports each rank's cost as the layout holds it") {
-    // balanced compares itself with these figures; the reference layouts come from
-    // Megatron-LM's own code, their ranks' costs from layout_stats.
+  TEST_CASE("Megatron-LM's packing reports each rank's cost and the size as the layout holds them") {
+    // balanced compares itself with these figures before anything is laid out; the
+    // reference layouts come from Megatron-LM's own code, their ranks' costs from
+    // layout_stats.
     int measured = 0;
     for (const auto& c : reference_cases()) {
       if (c.layout.options.strategy != Strategy::layerwise) continue;
@@ -89,10 +90,10 @@ TEST_SUITE("packer") {
         ++measured;
         const strategies::BufferJob job{c.manifest, groups[i], c.layout.options};
         std::vector<strategies::Wide> costs = expect_ok(strategies::newton_schulz_costs(job));
-        BufferLayout layout;
-        strategies::BufferBuilder builder(layout);
-        const std::vector<strategies::Wide> rank_costs =
-            expect_ok(strategies::lay_out_layerwise_rank_costs(job, builder, std::move(costs)));
+        const strategies::MegatronPacking packing =
+            expect_ok(strategies::MegatronPacking::pack(job, std::move(costs)));
+        CHECK(packing.size() == c.layout.buffers[i].numel);
+        const std::vector<strategies::Wide> rank_costs = packing.rank_costs();
         const std::vector<double>& cost = stats.buffers[i].rank_cost;
         REQUIRE(rank_costs.size() == cost.size());
         for (std::size_t r = 0; r < cost.size(); ++r) {

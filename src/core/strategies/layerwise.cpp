@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <queue>
 #include <utility>
 #include <vector>
@@ -282,21 +283,23 @@ class FillEstimate {
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_;
 };
 
-class LayerwisePacker {
+}  // namespace
+
+class MegatronPacking::Packer {
  public:
-  LayerwisePacker(const BufferJob& job, BufferBuilder& out)
+  explicit Packer(const BufferJob& job)
       : job_(job),
-        out_(out),
         dp_(job.group.num_shards),
         shard_divisor_(shard_divisor(dp_, job.options.pad_for_high_nccl_busbw)),
         loads_(dp_),
-        cursors_(dp_),
-        buckets_(out, dp_, shard_divisor_) {}
+        cursors_(dp_) {}
 
-  /// Packs the buffer, given every param's Newton-Schulz cost by position in the job.
+  /// Packs the buffer, given every param's Newton-Schulz cost by position in the job: which
+  /// shard of which bucket each param goes to (`write` lays them out).
   Result<void> run(std::vector<Wide> cost) {
     const std::size_t n = job_.group.params.size();
     cost_ = std::move(cost);
+    assignments_.reserve(n);
 
     const std::optional<std::int64_t>& bucket_size = job_.options.bucket_size;
     FillEstimate estimate(dp_);
@@ -304,20 +307,22 @@ class LayerwisePacker {
     Wide chunk_numel = 0;
     std::int64_t chunk_max = 0;
     Wide threshold = 0;  // max(bucket_size, trunc(dp * chunk_max * 0.9)), kept with chunk_max
-    auto emit_chunk = [&]() -> Result<void> {
-      Result<void> emitted = emit(chunk, chunk_numel);
+    auto pack_chunk = [&]() -> Result<void> {
+      Result<void> packed = pack(chunk, chunk_numel);
       chunk.clear();
       chunk_numel = 0;
       chunk_max = 0;
       estimate.reset();
-      return emitted;
+      return packed;
     };
 
     for (std::size_t k = n; k-- > 0;) {
       const Param& param = job_.param(k);
       if (param.shared_embedding) {
-        if (Result<void> r = emit_chunk(); !r) return r;
-        buckets_.shared_embedding(job_, k);
+        if (Result<void> r = pack_chunk(); !r) return r;
+        const std::size_t at = assignments_.size();
+        assignments_.push_back({0, 0, k});
+        buckets_.push_back({at, at + 1, 0, param.numel, true});
         shard0_extra_ = saturating_add(shard0_extra_, cost_[k]);
         continue;
       }
@@ -325,7 +330,7 @@ class LayerwisePacker {
         const bool absorbed = align_param_start(estimate.min()) + param.numel <=
                               pad_to(estimate.max(), Wide{shard_divisor_});
         if (chunk_numel >= threshold && !absorbed) {
-          if (Result<void> r = emit_chunk(); !r) return r;
+          if (Result<void> r = pack_chunk(); !r) return r;
         }
       }
       estimate.place(param.numel);
@@ -338,7 +343,7 @@ class LayerwisePacker {
         threshold = std::max(Wide{bucket_size.value_or(0)}, floor);
       }
     }
-    return emit_chunk();
+    return pack_chunk();
   }
 
   /// Each shard's Newton-Schulz cost, once run (saturated at 2^127 - 1).
@@ -349,14 +354,59 @@ class LayerwisePacker {
     return costs;
   }
 
+  /// The packed buffer's size in elements, once run.
+  Wide size() const {
+    Wide size = 0;
+    for (const PackedBucket& b : buckets_) {
+      size += b.shared_embedding ? dp_ * pad_to(b.numel, Wide{shard_divisor_})
+                                 : dp_ * b.shard_size;
+    }
+    return size;
+  }
+
+  /// Lays out the buckets and params as run packed them.
+  void write(BufferBuilder& out) {
+    LayerwiseBuckets buckets(out, dp_, shard_divisor_);
+    for (const PackedBucket& b : buckets_) {
+      if (b.shared_embedding) {
+        buckets.shared_embedding(job_, assignments_[b.first].param);
+        continue;
+      }
+      const auto first = assignments_.begin() + static_cast<std::ptrdiff_t>(b.first);
+      const auto end = assignments_.begin() + static_cast<std::ptrdiff_t>(b.end);
+      std::sort(first, end, [](const Assignment& x, const Assignment& y) {
+        return x.shard < y.shard || (x.shard == y.shard && x.order < y.order);
+      });
+      std::int32_t shard = -1;
+      Wide cursor = 0;
+      for (auto a = first; a != end; ++a) {
+        if (a->shard != shard) {
+          shard = a->shard;
+          cursor = buckets.start() + shard * b.shard_size;
+        }
+        cursor = align_param_start(cursor);
+        out.place(job_, a->param, cursor, buckets.id());
+        cursor += job_.param(a->param).numel;
+      }
+      buckets.close(b.shard_size, b.numel);
+    }
+  }
+
  private:
   struct Assignment {
     std::int32_t shard;
     std::size_t order;  ///< when it was assigned
     std::size_t param;
   };
+  /// A bucket as packed: its params' assignments [first, end), dp shards of `shard_size`.
+  struct PackedBucket {
+    std::size_t first, end;
+    Wide shard_size;
+    Wide numel;  ///< of its params
+    bool shared_embedding;
+  };
 
-  Result<void> emit(const std::vector<std::size_t>& chunk, Wide chunk_numel) {
+  Result<void> pack(const std::vector<std::size_t>& chunk, Wide chunk_numel) {
     if (chunk.empty()) return {};
     // By descending cost; ties keep chunk (backprop) order, i.e. descending position.
     by_cost_ = chunk;
@@ -367,7 +417,7 @@ class LayerwisePacker {
     // The reference compares an int with the double cap exactly; so does floor(cap).
     const double cap = static_cast<double>(chunk_numel) / static_cast<double>(dp_) * (1.0 + 0.3);
     const Wide cap_floor = static_cast<Wide>(std::floor(cap));
-    assignments_.clear();
+    const std::size_t first = assignments_.size();
     touched_.clear();
     Wide max_cursor = 0;
     for (std::size_t k : by_cost_) {
@@ -385,35 +435,18 @@ class LayerwisePacker {
       cursors_.set(s, new_cursor);
       loads_.set(s, load, align_param_start(new_cursor));
       max_cursor = std::max(max_cursor, new_cursor);
-      assignments_.push_back({s, assignments_.size(), k});
-    }
-
-    const Wide shard_size = pad_to(max_cursor, Wide{shard_divisor_});
-    std::sort(assignments_.begin(), assignments_.end(),
-              [](const Assignment& a, const Assignment& b) {
-                return a.shard < b.shard || (a.shard == b.shard && a.order < b.order);
-              });
-    std::int32_t shard = -1;
-    Wide cursor = 0;
-    for (const Assignment& a : assignments_) {
-      if (a.shard != shard) {
-        shard = a.shard;
-        cursor = buckets_.start() + shard * shard_size;
-      }
-      cursor = align_param_start(cursor);
-      out_.place(job_, a.param, cursor, buckets_.id());
-      cursor += job_.param(a.param).numel;
+      assignments_.push_back({s, assignments_.size() - first, k});
     }
     for (std::int32_t s : touched_) {
       cursors_.set(s, 0);
       loads_.set_fill(s, 0);
     }
-    buckets_.close(shard_size, chunk_numel);
+    buckets_.push_back({first, assignments_.size(), pad_to(max_cursor, Wide{shard_divisor_}),
+                        chunk_numel, false});
     return {};
   }
 
   const BufferJob& job_;
-  BufferBuilder& out_;
   const std::int64_t dp_;
   const std::int64_t shard_divisor_;
   std::vector<Wide> cost_;
@@ -421,24 +454,32 @@ class LayerwisePacker {
   LeastLoadedShard loads_;
   EmptiestShard cursors_;
   std::vector<std::size_t> by_cost_;
-  std::vector<Assignment> assignments_;
+  std::vector<Assignment> assignments_;  ///< every bucket's, bucket by bucket
+  std::vector<PackedBucket> buckets_;
   std::vector<std::int32_t> touched_;
-  LayerwiseBuckets buckets_;
 };
 
-}  // namespace
-
-Result<std::vector<Wide>> lay_out_layerwise_rank_costs(const BufferJob& job, BufferBuilder& out,
-                                                       std::vector<Wide> cost) {
-  LayerwisePacker packer(job, out);
-  if (Result<void> r = packer.run(std::move(cost)); !r) return r.error();
-  return packer.rank_costs();
+Result<MegatronPacking> MegatronPacking::pack(const BufferJob& job, std::vector<Wide> cost) {
+  auto packer = std::make_unique<Packer>(job);
+  if (Result<void> r = packer->run(std::move(cost)); !r) return r.error();
+  return MegatronPacking(std::move(packer));
 }
+
+MegatronPacking::MegatronPacking(std::unique_ptr<Packer> packer) : packer_(std::move(packer)) {}
+MegatronPacking::MegatronPacking(MegatronPacking&&) noexcept = default;
+MegatronPacking& MegatronPacking::operator=(MegatronPacking&&) noexcept = default;
+MegatronPacking::~MegatronPacking() = default;
+Wide MegatronPacking::size() const { return packer_->size(); }
+std::vector<Wide> MegatronPacking::rank_costs() const { return packer_->rank_costs(); }
+void MegatronPacking::write(BufferBuilder& out) { packer_->write(out); }
 
 Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out) {
   Result<std::vector<Wide>> cost = newton_schulz_costs(job);
   if (!cost) return cost.error();
-  return LayerwisePacker(job, out).run(std::move(*cost));
+  Result<MegatronPacking> packing = MegatronPacking::pack(job, std::move(*cost));
+  if (!packing) return packing.error();
+  packing->write(out);
+  return {};
 }
 
 }  // namespace paramlayout::strategies

@@ -867,38 +867,36 @@ Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out
   // out heavier, plain best-fit next.
   Result<std::vector<Wide>> cost = newton_schulz_costs(job);
   if (!cost) return cost.error();
-  BufferLayout greedy_layout;
-  BufferBuilder greedy(greedy_layout, job.group.params.size());
-  const Result<std::vector<Wide>> greedy_costs = lay_out_layerwise_rank_costs(job, greedy, *cost);
-  if (!greedy_costs) return greedy_costs.error();
+  Result<MegatronPacking> greedy = MegatronPacking::pack(job, *cost);
+  if (!greedy) return greedy.error();
+  const std::vector<Wide> greedy_costs = greedy->rank_costs();
   const auto dp = static_cast<std::size_t>(job.group.num_shards);
   const auto add = [dp](std::vector<Wide>& into, const std::vector<Wide>& costs) {
     into.resize(dp, 0);
     for (std::size_t s = 0; s < dp; ++s) into[s] = saturating_add(into[s], costs[s]);
   };
-  add(ranks.megatron, *greedy_costs);
+  add(ranks.megatron, greedy_costs);
   ranks.kept.resize(dp, 0);
   const Wide target = *std::max_element(ranks.megatron.begin(), ranks.megatron.end());
   // With the heaviest rank's cost so far, this buffer's must leave assign's sums in 127 bits.
   Wide total = 0;
-  for (const Wide c : *greedy_costs) total = saturating_add(total, c);
+  for (const Wide c : greedy_costs) total = saturating_add(total, c);
   const Wide kept_heaviest = *std::max_element(ranks.kept.begin(), ranks.kept.end());
-  const Wide greedy_size = greedy_layout.buckets.empty() ? 0 : greedy_layout.buckets.back().end;
   if (saturating_add(kept_heaviest, total) < kWideMax) {
     for (const bool search : {true, false}) {
       BufferLayout balanced_layout;
       BufferBuilder balanced(balanced_layout, job.group.params.size());
       BalancedPacker packer(job, balanced, search);
       std::vector<Wide> load = ranks.kept;
-      if (!packer.plan(*cost, greedy_size) || packer.assign(target, load) > target) continue;
+      if (!packer.plan(*cost, greedy->size()) || packer.assign(target, load) > target) continue;
       packer.emit();  // as assign gave the bins to shards
       ranks.kept = std::move(load);
       out.take(std::move(balanced_layout), balanced.max_offset());
       return {};
     }
   }
-  add(ranks.kept, *greedy_costs);
-  out.take(std::move(greedy_layout), greedy.max_offset());
+  add(ranks.kept, greedy_costs);
+  greedy->write(out);
   return {};
 }
 

@@ -1,6 +1,8 @@
 // The per-buffer layout strategies of strategies.md sections 2-4.
 #pragma once
 
+#include <memory>
+
 #include "paramlayout/layout.hpp"
 #include "paramlayout/manifest.hpp"
 #include "paramlayout/plan.hpp"
@@ -97,10 +99,30 @@ inline Wide saturating_add(Wide a, Wide b) {
 
 /// Fails only when a Newton-Schulz cost, or the sum of a shard's, does not fit in 127 bits.
 Result<void> lay_out_layerwise(const BufferJob& job, BufferBuilder& out);
-/// The same, with the costs already worked out (newton_schulz_costs), returning each rank's
-/// Newton-Schulz cost (shared embeddings on rank 0; saturated at 2^127 - 1).
-Result<std::vector<Wide>> lay_out_layerwise_rank_costs(const BufferJob& job, BufferBuilder& out,
-                                                       std::vector<Wide> cost);
+
+/// Megatron-LM's packing of a layerwise buffer, apart from laying it out: `balanced` weighs
+/// it first and lays it out only where it keeps it.
+class MegatronPacking {
+ public:
+  /// Packs the buffer, given every param's Newton-Schulz cost (newton_schulz_costs); fails
+  /// only when a shard's costs add up to more than 127 bits.
+  static Result<MegatronPacking> pack(const BufferJob& job, std::vector<Wide> cost);
+  MegatronPacking(MegatronPacking&&) noexcept;
+  MegatronPacking& operator=(MegatronPacking&&) noexcept;
+  ~MegatronPacking();
+
+  /// The buffer's size in elements.
+  Wide size() const;
+  /// Each rank's Newton-Schulz cost (shared embeddings on rank 0; saturated at 2^127 - 1).
+  std::vector<Wide> rank_costs() const;
+  /// Lays the buffer out as packed.
+  void write(BufferBuilder& out);
+
+ private:
+  class Packer;
+  explicit MegatronPacking(std::unique_ptr<Packer> packer);
+  std::unique_ptr<Packer> packer_;
+};
 
 /// Each rank's Newton-Schulz cost over the layerwise buffers of one shard count planned so
 /// far, as `layout_stats` adds them up: `balanced` answers for the layout's heaviest rank.
