@@ -168,6 +168,7 @@ class BalancedPacker {
     if (buffer_limit > size_limit) return false;
     const auto limit = static_cast<Size>(buffer_limit);
     cost_ = std::move(cost);
+    std::reverse(cost_.begin(), cost_.end());  // by position
     const std::size_t n = job_.group.params.size();
     order_.reserve(n);
     span_.reserve(n);
@@ -334,7 +335,7 @@ class BalancedPacker {
   /// The elements position `position` takes: its aligned numel, or for a shared embedding
   /// its whole bucket.
   Size span(std::size_t position) const { return span_[position]; }
-  Wide cost_of(std::size_t position) const { return cost_[order_[position]]; }
+  Wide cost_of(std::size_t position) const { return cost_[position]; }
 
   /// A question about packing positions [from, to) into dp bins: its answer depends only
   /// on `bound` and the params' spans (and, asked by cost, their costs) in order. Buckets of
@@ -524,7 +525,7 @@ class BalancedPacker {
     std::vector<std::size_t> items(to - from);
     for (std::size_t q = from; q < to; ++q) items[q - from] = q;
     std::sort(items.begin(), items.end(), [&](std::size_t a, std::size_t b) {
-      if (cost_[order_[a]] != cost_[order_[b]]) return cost_[order_[a]] > cost_[order_[b]];
+      if (cost_[a] != cost_[b]) return cost_[a] > cost_[b];
       return span(a) > span(b) || (span(a) == span(b) && a < b);
     });
     BinOf bin_of(to - from);
@@ -537,7 +538,7 @@ class BalancedPacker {
       }
       if (best < 0) return std::nullopt;
       room[best] -= span(q);
-      load[best] += cost_[order_[q]];
+      load[best] += cost_[q];
       bin_of[q - from] = best;
     }
     return bin_of;
@@ -580,11 +581,6 @@ class BalancedPacker {
       largest = std::max(largest, span(q));
     }
     return lowest_capacity(total, largest);
-  }
-
-  /// Whether `items` pack into dp bins of `capacity` (best-fit, else bin by bin).
-  bool packs(const Items& items, Size capacity) {
-    return best_fit(items, capacity) || (can_fill(items) && fill_bins(items, capacity));
   }
 
   /// The least capacity, at least `at_least`, that could hold `items`: the largest, their
@@ -802,18 +798,18 @@ class BalancedPacker {
           const Size left_lowest = lowest_capacity(left.from, at);
           const Size right_lowest = lowest_capacity(at, right.to);
           if (dp_ * (left_lowest + right_lowest) + best / kResolution >= best) continue;
-          // Most moves cannot win: a packing of each side at the largest capacity that
-          // could tells.
+          // Most moves cannot win: best-fit on each side at the largest capacity that could
+          // tells (bin-by-bin filling would tell a little more, at far more cost).
           const Size room = best / dp_ - right_lowest;
-          if (room < target || !packs(by_decreasing_span(left.from, at, left_items_), room)) {
+          if (room < target || !best_fit(by_decreasing_span(left.from, at, left_items_), room)) {
             continue;
           }
           const Items& right_items = by_decreasing_span(at, right.to, right_items_);
           const Size right_room = best / dp_ - std::max(left_lowest, target) - shard_divisor_;
-          if (!packs(right_items, right_room)) continue;
+          if (!best_fit(right_items, right_room)) continue;
           const Size left_size = dp_ * smallest_fit(left.from, at, target, room).first;
           if (left_size + dp_ * right_lowest >= best) continue;
-          if (!packs(right_items, (best - left_size) / dp_ - shard_divisor_)) continue;
+          if (!best_fit(right_items, (best - left_size) / dp_ - shard_divisor_)) continue;
           const Size size = left_size + dp_ * smallest_fit(at, right.to, target).first;
           if (size < best) {
             best = size;
@@ -838,7 +834,7 @@ class BalancedPacker {
   const std::int64_t dp_;
   const std::int64_t shard_divisor_;
   std::vector<std::size_t> order_;  ///< param indices in backprop order
-  std::vector<Wide> cost_;
+  std::vector<Wide> cost_;  ///< Newton-Schulz cost by position
   std::vector<Size> span_;  ///< aligned numel by position
   std::vector<Bucket> planned_;
   std::pair<std::size_t, std::size_t> run_;  ///< the run being planned
