@@ -60,19 +60,12 @@ void BufferBuilder::place(const BufferJob& job, std::size_t k, Wide start,
   max_offset_ = std::max(max_offset_, end);
   out_.params.push_back({job.param(k).name, static_cast<std::int64_t>(start),
                          static_cast<std::int64_t>(end), bucket, job.group.indices[k]});
-  placed_.push_back(k);
 }
 
 void BufferBuilder::add_bucket(Wide start, Wide end, Wide numel_unpadded) {
   max_offset_ = std::max(max_offset_, end);
   out_.buckets.push_back({static_cast<std::int64_t>(start), static_cast<std::int64_t>(end),
                           static_cast<std::int64_t>(numel_unpadded)});
-}
-
-void BufferBuilder::take(BufferLayout&& from, Wide max_offset) {
-  out_.buckets = std::move(from.buckets);
-  out_.params = std::move(from.params);
-  max_offset_ = std::max(max_offset_, max_offset);
 }
 
 }  // namespace strategies

@@ -880,14 +880,11 @@ Result<void> lay_out_layerwise_balanced(const BufferJob& job, BufferBuilder& out
   const Wide kept_heaviest = *std::max_element(ranks.kept.begin(), ranks.kept.end());
   if (saturating_add(kept_heaviest, total) < kWideMax) {
     for (const bool search : {true, false}) {
-      BufferLayout balanced_layout;
-      BufferBuilder balanced(balanced_layout, job.group.params.size());
-      BalancedPacker packer(job, balanced, search);
+      BalancedPacker packer(job, out, search);  // writes only in emit
       std::vector<Wide> load = ranks.kept;
       if (!packer.plan(*cost, greedy->size()) || packer.assign(target, load) > target) continue;
       packer.emit();  // as assign gave the bins to shards
       ranks.kept = std::move(load);
-      out.take(std::move(balanced_layout), balanced.max_offset());
       return {};
     }
   }

@@ -28,25 +28,19 @@ class BufferBuilder {
   /// Fills `out`, with room for `params` param slots.
   explicit BufferBuilder(BufferLayout& out, std::size_t params = 0) : out_(out) {
     out_.params.reserve(params);
-    placed_.reserve(params);
   }
 
   /// Places param `k` of the job at [start, start + numel) in bucket `bucket`.
   void place(const BufferJob& job, std::size_t k, Wide start, std::int64_t bucket);
   void add_bucket(Wide start, Wide end, Wide numel_unpadded);
-  /// Takes the buckets and params another builder made for the same buffer.
-  void take(BufferLayout&& from, Wide max_offset);
   /// False when some offset does not fit in 64 bits.
   bool fits() const { return max_offset_ <= kMaxOffset; }
   Wide max_offset() const { return max_offset_; }
-  /// The job position `k` of each slot placed so far, in placement order.
-  const std::vector<std::size_t>& placed() const { return placed_; }
 
  private:
   static constexpr Wide kMaxOffset = INT64_MAX;
   BufferLayout& out_;
   Wide max_offset_ = 0;
-  std::vector<std::size_t> placed_;
 };
 
 void lay_out_unpadded(const BufferJob& job, BufferBuilder& out);
