@@ -226,13 +226,13 @@ class BalancedPacker {
     std::vector<std::size_t> by_heaviest_bin;
     for (std::size_t b = 0; b < planned_.size(); ++b) {
       Bucket& bucket = planned_[b];
-      if (!bucket.bins) {  // a shared embedding: shard 0
+      if (!bucket.fit) {  // a shared embedding: shard 0
         load[0] += cost_of(bucket.from);
         continue;
       }
       // The sizes are settled; at the same capacity, packing by cost balances the ranks.
       const std::optional<BinOf>& by_cost = pack_by_cost(bucket.from, bucket.to, bucket.size / dp_);
-      if (by_cost) bucket.bins = &*by_cost;
+      bucket.bins = by_cost ? &*by_cost : &packed_bins(bucket);
       for (std::size_t q = bucket.from; q < bucket.to; ++q) {
         bin_cost_[b * dp + static_cast<std::size_t>((*bucket.bins)[q - bucket.from])] += cost_of(q);
       }
@@ -300,7 +300,7 @@ class BalancedPacker {
     std::vector<std::pair<std::int64_t, std::size_t>> by_start;
     for (std::size_t b = 0; b < planned_.size(); ++b) {
       const Bucket& bucket = planned_[b];
-      if (!bucket.bins) {
+      if (!bucket.fit) {
         buckets_.shared_embedding(job_, order_[bucket.from]);
         continue;
       }
@@ -371,6 +371,13 @@ class BalancedPacker {
   static constexpr std::uint64_t kHashBase = 0x100000001b3u;
 
   using BinOf = std::vector<std::int64_t>;  ///< the bin of each position of a bucket
+
+  /// The least capacity a bucket's search found, and how it packs there.
+  struct Fit {
+    Size capacity;
+    bool filled;  ///< bin by bin (fill_bins), else best-fit
+    std::optional<BinOf> bins;  ///< by position from the bucket's start, once asked
+  };
 
   /// Positions [from, to) by decreasing span (ties in order), best-fit-decreasing's order,
   /// in runs of one span: a packing depends only on the spans and how many have each.
@@ -545,10 +552,9 @@ class BalancedPacker {
   }
 
   /// About the smallest capacity (within 1/kResolution) from max(`at_least`, the largest
-  /// param, total / dp) up at which best-fit-decreasing packs positions [from, to); its bins.
+  /// param, total / dp) up at which best-fit-decreasing packs positions [from, to).
   /// `hint`: a capacity at which best-fit likely packs them, tried first (no gallop below).
-  const std::pair<Size, BinOf>& smallest_fit(std::size_t from, std::size_t to, Size at_least,
-                                             Size hint = 0) {
+  Fit& smallest_fit(std::size_t from, std::size_t to, Size at_least, Size hint = 0) {
     const Question question{false, at_least, from, to};
     auto found = fits_.find(question);
     if (found == fits_.end()) {
@@ -609,8 +615,7 @@ class BalancedPacker {
     return dp_ <= kFillShardLimit && items.runs.size() <= kFillSizeLimit;
   }
 
-  std::pair<Size, BinOf> search_smallest_fit(std::size_t from, std::size_t to, Size at_least,
-                                             Size hint) {
+  Fit search_smallest_fit(std::size_t from, std::size_t to, Size at_least, Size hint) {
     const Items& items = by_decreasing_span(from, to, search_items_);
     const Size lowest = least_capacity(items, at_least);
     // Gallop up from `lowest` (or the hint) to a capacity that packs, then bisect down to
@@ -655,13 +660,7 @@ class BalancedPacker {
       failed = fill_bins(items, capacity - shard_divisor_) ? lowest - 1 : capacity;
       filled = bisect([&](Size c) { return fill_bins(items, c); });
     }
-    BinOf bin_of(to - from);
-    if (filled) {
-      fill_bins(items, capacity, from, &bin_of);
-    } else {
-      best_fit(items, capacity, from, &bin_of);
-    }
-    return {capacity, std::move(bin_of)};
+    return {capacity, filled, std::nullopt};
   }
 
   /// Plans buckets for the params at positions [from, end) (no shared embedding among them)
@@ -673,9 +672,9 @@ class BalancedPacker {
     run_items_.runs.clear();
     const std::optional<std::int64_t>& bucket_size = job_.options.bucket_size;
     if (!bucket_size) {
-      const auto& [capacity, bins] = smallest_fit(from, end, 0);
-      planned_.push_back({from, end, capacity * dp_, &bins});
-      return capacity * dp_ <= budget;
+      Fit& fit = smallest_fit(from, end, 0);
+      planned_.push_back({from, end, fit.capacity * dp_, &fit});
+      return fit.capacity * dp_ <= budget;
     }
     // How many buckets: greedily, each takes params while they fit dp shards of
     // max(bucket_size / dp, its largest param).
@@ -723,12 +722,14 @@ class BalancedPacker {
     return true;
   }
 
-  /// Positions [from, to) in one bucket of `size` (dp * shard size) elements, packed as
-  /// `bins` says (owned by the memo); a shared embedding alone when `bins` is null.
+  /// Positions [from, to) in one bucket of `size` (dp * shard size) elements, as `fit`
+  /// found them (owned by the memo), their bins once `assign` chose them; a shared embedding
+  /// alone when `fit` is null.
   struct Bucket {
     std::size_t from = 0;
     std::size_t to = 0;
     Size size = 0;
+    Fit* fit = nullptr;
     const BinOf* bins = nullptr;
   };
 
@@ -736,6 +737,23 @@ class BalancedPacker {
     Size size = 0;
     for (const Bucket& b : buckets) size += b.size;
     return size;
+  }
+
+  /// The bin of each param of `bucket` at its capacity, as its search packed them; made
+  /// when first asked (most buckets lose, or are packed by cost instead).
+  const BinOf& packed_bins(const Bucket& bucket) {
+    Fit& fit = *bucket.fit;
+    if (!fit.bins) {
+      Items& items = search_items_;
+      sort_by_span(bucket.from, bucket.to, items);  // not by_decreasing_span: any run's bucket
+      BinOf& bin_of = fit.bins.emplace(bucket.to - bucket.from);
+      if (fit.filled) {
+        fill_bins(items, fit.capacity, bucket.from, &bin_of);
+      } else {
+        best_fit(items, fit.capacity, bucket.from, &bin_of);
+      }
+    }
+    return *fit.bins;
   }
 
   /// Positions [from, end) in `count` buckets of about equal totals, each with the smallest
@@ -767,9 +785,9 @@ class BalancedPacker {
     Size size = 0;
     for (std::size_t b = 0; b < out.size(); ++b) {
       if (size + lowest_left >= beat) return std::nullopt;
-      const auto& [capacity, bins] = smallest_fit(out[b].from, out[b].to, target);
-      out[b].size = capacity * dp_;
-      out[b].bins = &bins;
+      Fit& fit = smallest_fit(out[b].from, out[b].to, target);
+      out[b].size = fit.capacity * dp_;
+      out[b].fit = &fit;
       size += out[b].size;
       lowest_left -= lowest[b];
     }
@@ -807,10 +825,10 @@ class BalancedPacker {
           const Items& right_items = by_decreasing_span(at, right.to, right_items_);
           const Size right_room = best / dp_ - std::max(left_lowest, target) - shard_divisor_;
           if (!best_fit(right_items, right_room)) continue;
-          const Size left_size = dp_ * smallest_fit(left.from, at, target, room).first;
+          const Size left_size = dp_ * smallest_fit(left.from, at, target, room).capacity;
           if (left_size + dp_ * right_lowest >= best) continue;
           if (!best_fit(right_items, (best - left_size) / dp_ - shard_divisor_)) continue;
-          const Size size = left_size + dp_ * smallest_fit(at, right.to, target).first;
+          const Size size = left_size + dp_ * smallest_fit(at, right.to, target).capacity;
           if (size < best) {
             best = size;
             best_cut = at;
@@ -820,9 +838,9 @@ class BalancedPacker {
       if (best_cut == cut) continue;
       left.to = right.from = best_cut;
       for (Bucket* bucket : {&left, &right}) {
-        const auto& [capacity, bins] = smallest_fit(bucket->from, bucket->to, target);
-        bucket->size = capacity * dp_;
-        bucket->bins = &bins;
+        Fit& fit = smallest_fit(bucket->from, bucket->to, target);
+        bucket->size = fit.capacity * dp_;
+        bucket->fit = &fit;
       }
     }
   }
@@ -844,7 +862,7 @@ class BalancedPacker {
   FillSearch fill_;  ///< fill_bins's, reused
   std::vector<std::uint64_t> prefix_;  ///< polynomial hash of the spans before each position
   std::vector<std::uint64_t> power_;   ///< kHashBase to the power of each length
-  std::unordered_map<Question, std::pair<Size, BinOf>, QuestionHash, SameQuestion> fits_{
+  std::unordered_map<Question, Fit, QuestionHash, SameQuestion> fits_{
       64, QuestionHash{this}, SameQuestion{this}};
   std::unordered_map<Question, std::optional<BinOf>, QuestionHash, SameQuestion> by_cost_{
       64, QuestionHash{this}, SameQuestion{this}};
