@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <array>
 #include <limits>
-#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -136,6 +135,8 @@ struct FillSearch {
   }
 };
 
+/// Buckets of at most this many distinct spans are sorted by span without comparisons.
+constexpr std::size_t kFewSpans = 16;
 /// At most this many swaps of bins between shards, to lighten the heaviest.
 constexpr std::size_t kMaxSwaps = 256;
 /// Runs of more params than this try fewer bucket counts, and neither fill bins one at a
@@ -398,13 +399,16 @@ class BalancedPacker {
   }
   /// Into `items` (reused, to spare allocations). In a short run, a bucket of at least as
   /// many params as the run has spans is cut out of the run's own order (sorted once, when
-  /// first a bucket of an eighth of it asks): each span's positions are in order there.
+  /// a bucket of an eighth of it asks or the buckets sorted so far add up to it): each
+  /// span's positions are in order there.
   const Items& by_decreasing_span(std::size_t from, std::size_t to, Items& items) {
     const std::size_t count = to - from;
-    if (tighten_ && run_items_.positions.empty() && count * 8 >= run_.second - run_.first) {
+    const std::size_t run = run_.second - run_.first;
+    if (tighten_ && run_items_.positions.empty() && (count * 8 >= run || sorted_ >= run)) {
       sort_by_span(run_.first, run_.second, run_items_);
     }
     if (run_items_.positions.empty() || run_items_.runs.size() > count) {
+      sorted_ += count;
       sort_by_span(from, to, items);
       return items;
     }
@@ -429,9 +433,10 @@ class BalancedPacker {
     }
     return gcd;
   }
-  void sort_by_span(std::size_t from, std::size_t to, Items& items) const {
+  void sort_by_span(std::size_t from, std::size_t to, Items& items) {
     items.positions.clear();
     items.runs.clear();
+    if (sort_few_spans(from, to, items)) return;
     for (std::size_t q = from; q < to; ++q) items.positions.push_back(q);
     std::sort(items.positions.begin(), items.positions.end(), decreasing_span());
     for (std::size_t i = 0; i < items.positions.size(); ++i) {
@@ -440,6 +445,43 @@ class BalancedPacker {
       ++items.runs.back().end;
     }
     items.gcd = gcd_of(items.runs);
+  }
+
+  /// sort_by_span where positions [from, to) have at most kFewSpans spans (most buckets):
+  /// each position goes straight to its span's place. False when they have more.
+  bool sort_few_spans(std::size_t from, std::size_t to, Items& items) {
+    std::array<Items::Run, kFewSpans> found;  // each span, how many have it (in `end`)
+    std::size_t spans = 0;
+    std::size_t last = 0;
+    span_index_.resize(to - from);
+    for (std::size_t q = from; q < to; ++q) {
+      const Size size = span(q);
+      if (last >= spans || found[last].span != size) {
+        last = 0;
+        while (last < spans && found[last].span != size) ++last;
+        if (last == spans) {
+          if (spans == kFewSpans) return false;
+          found[spans++] = {size, 0, 0};
+        }
+      }
+      ++found[last].end;
+      span_index_[q - from] = static_cast<std::uint8_t>(last);
+    }
+    std::array<std::uint8_t, kFewSpans> order;  // into `found`, by decreasing span
+    for (std::size_t r = 0; r < spans; ++r) order[r] = static_cast<std::uint8_t>(r);
+    std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(spans),
+              [&](std::uint8_t a, std::uint8_t b) { return found[a].span > found[b].span; });
+    std::array<std::size_t, kFewSpans> next;  // where each span's next position goes
+    for (std::size_t r = 0, at = 0; r < spans; ++r) {
+      const Items::Run& run = found[order[r]];
+      next[order[r]] = at;
+      items.runs.push_back({run.span, at, at + run.end});
+      at += run.end;
+    }
+    items.positions.resize(to - from);
+    for (std::size_t q = from; q < to; ++q) items.positions[next[span_index_[q - from]]++] = q;
+    items.gcd = gcd_of(items.runs);
+    return true;
   }
 
   /// Best-fit-decreasing of `items` (from `by_decreasing_span`) into dp bins of `capacity`:
@@ -631,8 +673,10 @@ class BalancedPacker {
     Size capacity = lowest;
     while (!fill) {
       failed = failing(capacity);
-      capacity = pad_to(lowest + step, Size{shard_divisor_});
-      step *= 2;
+      do {  // no need to try where it surely fails
+        capacity = pad_to(lowest + step, Size{shard_divisor_});
+        step *= 2;
+      } while (capacity <= failed);
       fill = best_fit(items, capacity);
     }
     capacity = pad_to(*fill, Size{shard_divisor_});
@@ -670,6 +714,7 @@ class BalancedPacker {
     run_ = {from, end};
     run_items_.positions.clear();
     run_items_.runs.clear();
+    sorted_ = 0;
     const std::optional<std::int64_t>& bucket_size = job_.options.bucket_size;
     if (!bucket_size) {
       Fit& fit = smallest_fit(from, end, 0);
@@ -701,13 +746,15 @@ class BalancedPacker {
     // count with the least padding wins (bucket_size is a soft target).
     // Long runs (thousands of experts) try fewer counts, to keep planning fast.
     const bool long_run = end - from > kLongRun;
-    std::set<std::size_t> counts;
+    std::vector<std::size_t> counts;
     for (std::size_t fewer = 0; fewer <= (long_run ? 1 : 2) && fewer < buckets; ++fewer) {
-      counts.insert(buckets - fewer);
+      counts.push_back(buckets - fewer);
     }
     for (int percent = 50; percent < 100; percent += long_run ? 25 : 10) {
-      counts.insert(std::max<std::size_t>(1, buckets * static_cast<std::size_t>(percent) / 100));
+      counts.push_back(std::max<std::size_t>(1, buckets * static_cast<std::size_t>(percent) / 100));
     }
+    std::sort(counts.begin(), counts.end());
+    counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
     // From the fewest buckets up (fewer usually pad less, which rules more counts out
     // early); the least padding wins, and on a tie the most buckets.
     std::vector<Bucket> best;
@@ -761,7 +808,9 @@ class BalancedPacker {
   std::optional<std::vector<Bucket>> cut(std::size_t from, std::size_t end, std::size_t count,
                                          Size run_total, Size target, Size beat) {
     std::vector<Bucket> out;
-    std::vector<Size> lowest;  // each bucket's least size, to give up early
+    out.reserve(count);
+    std::vector<Size>& lowest = lowest_;  // each bucket's least size, to give up early
+    lowest.clear();
     Size lowest_left = 0;
     std::size_t q = from;
     Size done = 0;
@@ -857,6 +906,9 @@ class BalancedPacker {
   std::vector<Bucket> planned_;
   std::pair<std::size_t, std::size_t> run_;  ///< the run being planned
   Items run_items_;                           ///< its params by decreasing span, once asked
+  std::vector<Size> lowest_;  ///< cut's, reused
+  std::size_t sorted_ = 0;                    ///< params sorted for its buckets, till then
+  std::vector<std::uint8_t> span_index_;  ///< sort_few_spans's, reused
   Items search_items_, left_items_, right_items_;  ///< by_decreasing_span's, reused
   Bins bins_;  ///< best_fit's, reused
   FillSearch fill_;  ///< fill_bins's, reused
