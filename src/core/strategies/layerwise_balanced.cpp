@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <memory_resource>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -35,6 +36,8 @@ using Size = std::int64_t;
 /// items costs a few operations per group it reaches, not one per item or per bin.
 class Bins {
  public:
+  explicit Bins(std::pmr::memory_resource* arena) : groups_(arena) {}
+
   /// Empties the bins: `count` of them, each with room for `capacity`.
   void reset(std::int64_t count, Size capacity) {
     capacity_ = capacity;
@@ -88,7 +91,7 @@ class Bins {
   }
 
   Size capacity_ = 0;
-  std::vector<Group> groups_;  ///< sorted; few, since bins fill in runs
+  std::pmr::vector<Group> groups_;  ///< sorted; few, since bins fill in runs
 };
 
 /// Up to this many shards, packing first tries to balance cost (a scan of the bins per item).
@@ -135,6 +138,8 @@ struct FillSearch {
   }
 };
 
+/// The packer's first block of memory, in bytes (more come as needed).
+constexpr std::size_t kArenaStart = 64 * 1024;
 /// Buckets of at most this many distinct spans are sorted by span without comparisons.
 constexpr std::size_t kFewSpans = 16;
 /// At most this many swaps of bins between shards, to lighten the heaviest.
@@ -224,7 +229,7 @@ class BalancedPacker {
     const auto dp = static_cast<std::size_t>(dp_);
     bin_cost_.assign(planned_.size() * dp, 0);
     bin_on_shard_.assign(planned_.size() * dp, 0);
-    std::vector<std::size_t> by_heaviest_bin;
+    std::pmr::vector<std::size_t> by_heaviest_bin(&arena_);
     for (std::size_t b = 0; b < planned_.size(); ++b) {
       Bucket& bucket = planned_[b];
       if (!bucket.fit) {  // a shared embedding: shard 0
@@ -245,8 +250,8 @@ class BalancedPacker {
     std::stable_sort(
         by_heaviest_bin.begin(), by_heaviest_bin.end(),
         [&](std::size_t a, std::size_t b) { return heaviest_bin(a) > heaviest_bin(b); });
-    std::vector<std::size_t> bins(dp);
-    std::vector<std::size_t> shards(dp);
+    std::pmr::vector<std::size_t> bins(dp, &arena_);
+    std::pmr::vector<std::size_t> shards(dp, &arena_);
     for (std::size_t b : by_heaviest_bin) {
       const Wide* cost = &bin_cost_[b * dp];
       for (std::size_t i = 0; i < dp; ++i) bins[i] = shards[i] = i;
@@ -297,8 +302,8 @@ class BalancedPacker {
   /// Lays out the planned buckets as `assign` gave them to shards.
   void emit() {
     const auto dp = static_cast<std::size_t>(dp_);
-    std::vector<std::int64_t> shard_of_bin(dp);
-    std::vector<std::pair<std::int64_t, std::size_t>> by_start;
+    std::pmr::vector<std::int64_t> shard_of_bin(dp, &arena_);
+    std::pmr::vector<std::pair<std::int64_t, std::size_t>> by_start(&arena_);
     for (std::size_t b = 0; b < planned_.size(); ++b) {
       const Bucket& bucket = planned_[b];
       if (!bucket.fit) {
@@ -371,7 +376,13 @@ class BalancedPacker {
   };
   static constexpr std::uint64_t kHashBase = 0x100000001b3u;
 
-  using BinOf = std::vector<std::int64_t>;  ///< the bin of each position of a bucket
+  using BinOf = std::pmr::vector<std::int64_t>;  ///< the bin of each position of a bucket
+
+  /// A capacity at which best-fit-decreasing packs a bucket, and its fullest bin there.
+  struct Packed {
+    Size capacity;
+    Size fullest;
+  };
 
   /// The least capacity a bucket's search found, and how it packs there.
   struct Fit {
@@ -387,8 +398,9 @@ class BalancedPacker {
       Size span;
       std::size_t first, end;  ///< into `positions`
     };
-    std::vector<std::size_t> positions;
-    std::vector<Run> runs;
+    explicit Items(std::pmr::memory_resource* arena) : positions(arena), runs(arena) {}
+    std::pmr::vector<std::size_t> positions;
+    std::pmr::vector<Run> runs;
     Size gcd = 0;  ///< of the spans: capacities between two of its multiples pack alike
   };
   /// Orders positions by decreasing span, ties by position.
@@ -426,7 +438,7 @@ class BalancedPacker {
     items.gcd = gcd_of(items.runs);
     return items;
   }
-  static Size gcd_of(const std::vector<Items::Run>& runs) {
+  static Size gcd_of(const std::pmr::vector<Items::Run>& runs) {
     Size gcd = 0;
     for (const Items::Run& run : runs) {
       for (Size a = run.span; a != 0;) gcd = std::exchange(a, gcd % a);
@@ -569,17 +581,17 @@ class BalancedPacker {
   /// Positions [from, to) into dp bins of `capacity` by Newton-Schulz cost: the costliest
   /// item to the cheapest bin it fits in, which balances the optimizer's work. The bin of
   /// each position, or nothing when an item finds no room (or dp is too large to try).
-  std::optional<BinOf> cost_fit(std::size_t from, std::size_t to, Size capacity) const {
+  std::optional<BinOf> cost_fit(std::size_t from, std::size_t to, Size capacity) {
     if (dp_ > kCostAwareLimit) return std::nullopt;
-    std::vector<std::size_t> items(to - from);
+    std::pmr::vector<std::size_t> items(to - from, &arena_);
     for (std::size_t q = from; q < to; ++q) items[q - from] = q;
     std::sort(items.begin(), items.end(), [&](std::size_t a, std::size_t b) {
       if (cost_[a] != cost_[b]) return cost_[a] > cost_[b];
       return span(a) > span(b) || (span(a) == span(b) && a < b);
     });
-    BinOf bin_of(to - from);
-    std::vector<Size> room(static_cast<std::size_t>(dp_), capacity);
-    std::vector<Wide> load(static_cast<std::size_t>(dp_), 0);
+    BinOf bin_of(to - from, &arena_);
+    std::pmr::vector<Size> room(static_cast<std::size_t>(dp_), capacity, &arena_);
+    std::pmr::vector<Wide> load(static_cast<std::size_t>(dp_), 0, &arena_);
     for (std::size_t q : items) {
       std::int64_t best = -1;
       for (std::int64_t bin = 0; bin < dp_; ++bin) {
@@ -595,8 +607,8 @@ class BalancedPacker {
 
   /// About the smallest capacity (within 1/kResolution) from max(`at_least`, the largest
   /// param, total / dp) up at which best-fit-decreasing packs positions [from, to).
-  /// `hint`: a capacity at which best-fit likely packs them, tried first (no gallop below).
-  Fit& smallest_fit(std::size_t from, std::size_t to, Size at_least, Size hint = 0) {
+  /// `hint`: where best-fit is known to pack them, the search's start (no gallop below).
+  Fit& smallest_fit(std::size_t from, std::size_t to, Size at_least, const Packed& hint = {}) {
     const Question question{false, at_least, from, to};
     auto found = fits_.find(question);
     if (found == fits_.end()) {
@@ -635,7 +647,7 @@ class BalancedPacker {
   /// total over dp, and since of the k*dp + 1 largest some bin holds k + 1, at least the
   /// k + 1 smallest of those. No packing does better; `smallest_fit` starts here.
   Size least_capacity(const Items& items, Size at_least) const {
-    const std::vector<std::size_t>& positions = items.positions;
+    const std::pmr::vector<std::size_t>& positions = items.positions;
     Size total = 0;
     for (const Items::Run& run : items.runs) {
       total += run.span * static_cast<Size>(run.end - run.first);
@@ -657,7 +669,7 @@ class BalancedPacker {
     return dp_ <= kFillShardLimit && items.runs.size() <= kFillSizeLimit;
   }
 
-  Fit search_smallest_fit(std::size_t from, std::size_t to, Size at_least, Size hint) {
+  Fit search_smallest_fit(std::size_t from, std::size_t to, Size at_least, const Packed& hint) {
     const Items& items = by_decreasing_span(from, to, search_items_);
     const Size lowest = least_capacity(items, at_least);
     // Gallop up from `lowest` (or the hint) to a capacity that packs, then bisect down to
@@ -667,7 +679,7 @@ class BalancedPacker {
     // room no span can use grows.
     const auto failing = [&](Size c) { return c - c % items.gcd + items.gcd - 1; };
     Size failed = lowest - 1;
-    std::optional<Size> fill = hint > lowest ? best_fit(items, hint) : std::nullopt;
+    std::optional<Size> fill = hint.capacity > lowest ? std::optional{hint.fullest} : std::nullopt;
     if (!fill) fill = best_fit(items, lowest);
     Size step = std::max<Size>(lowest / 256, shard_divisor_);
     Size capacity = lowest;
@@ -746,7 +758,7 @@ class BalancedPacker {
     // count with the least padding wins (bucket_size is a soft target).
     // Long runs (thousands of experts) try fewer counts, to keep planning fast.
     const bool long_run = end - from > kLongRun;
-    std::vector<std::size_t> counts;
+    std::pmr::vector<std::size_t> counts(&arena_);
     for (std::size_t fewer = 0; fewer <= (long_run ? 1 : 2) && fewer < buckets; ++fewer) {
       counts.push_back(buckets - fewer);
     }
@@ -757,10 +769,10 @@ class BalancedPacker {
     counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
     // From the fewest buckets up (fewer usually pad less, which rules more counts out
     // early); the least padding wins, and on a tie the most buckets.
-    std::vector<Bucket> best;
+    Buckets best(&arena_);
     for (std::size_t count : counts) {
       const Size beat = best.empty() ? budget + 1 : size_of(best) + 1;
-      std::optional<std::vector<Bucket>> option = cut(from, end, count, run_total, target, beat);
+      std::optional<Buckets> option = cut(from, end, count, run_total, target, beat);
       if (option) best = std::move(*option);
     }
     if (best.empty()) return false;
@@ -780,7 +792,9 @@ class BalancedPacker {
     const BinOf* bins = nullptr;
   };
 
-  static Size size_of(const std::vector<Bucket>& buckets) {
+  using Buckets = std::pmr::vector<Bucket>;
+
+  static Size size_of(const Buckets& buckets) {
     Size size = 0;
     for (const Bucket& b : buckets) size += b.size;
     return size;
@@ -793,7 +807,7 @@ class BalancedPacker {
     if (!fit.bins) {
       Items& items = search_items_;
       sort_by_span(bucket.from, bucket.to, items);  // not by_decreasing_span: any run's bucket
-      BinOf& bin_of = fit.bins.emplace(bucket.to - bucket.from);
+      BinOf& bin_of = fit.bins.emplace(bucket.to - bucket.from, &arena_);
       if (fit.filled) {
         fill_bins(items, fit.capacity, bucket.from, &bin_of);
       } else {
@@ -805,11 +819,11 @@ class BalancedPacker {
 
   /// Positions [from, end) in `count` buckets of about equal totals, each with the smallest
   /// shards that hold it; nothing when they cannot come to fewer than `beat` elements.
-  std::optional<std::vector<Bucket>> cut(std::size_t from, std::size_t end, std::size_t count,
-                                         Size run_total, Size target, Size beat) {
-    std::vector<Bucket> out;
+  std::optional<Buckets> cut(std::size_t from, std::size_t end, std::size_t count,
+                             Size run_total, Size target, Size beat) {
+    Buckets out(&arena_);
     out.reserve(count);
-    std::vector<Size>& lowest = lowest_;  // each bucket's least size, to give up early
+    std::pmr::vector<Size>& lowest = lowest_;  // each bucket's least size, to give up early
     lowest.clear();
     Size lowest_left = 0;
     std::size_t q = from;
@@ -847,7 +861,7 @@ class BalancedPacker {
   /// Moves each cut between two buckets by up to kCutShift params either way, where that
   /// makes the pair smaller: equal totals are a good start, but the sizes of the params
   /// decide which cut packs best.
-  void refine_cuts(std::vector<Bucket>& out, Size target) {
+  void refine_cuts(Buckets& out, Size target) {
     for (std::size_t b = 0; b + 1 < out.size(); ++b) {
       Bucket& left = out[b];
       Bucket& right = out[b + 1];
@@ -868,13 +882,15 @@ class BalancedPacker {
           // Most moves cannot win: best-fit on each side at the largest capacity that could
           // tells (bin-by-bin filling would tell a little more, at far more cost).
           const Size room = best / dp_ - right_lowest;
-          if (room < target || !best_fit(by_decreasing_span(left.from, at, left_items_), room)) {
-            continue;
-          }
+          if (room < target) continue;
+          const std::optional<Size> left_fullest =
+              best_fit(by_decreasing_span(left.from, at, left_items_), room);
+          if (!left_fullest) continue;
           const Items& right_items = by_decreasing_span(at, right.to, right_items_);
           const Size right_room = best / dp_ - std::max(left_lowest, target) - shard_divisor_;
           if (!best_fit(right_items, right_room)) continue;
-          const Size left_size = dp_ * smallest_fit(left.from, at, target, room).capacity;
+          const Size left_size =
+              dp_ * smallest_fit(left.from, at, target, {room, *left_fullest}).capacity;
           if (left_size + dp_ * right_lowest >= best) continue;
           if (!best_fit(right_items, (best - left_size) / dp_ - shard_divisor_)) continue;
           const Size size = left_size + dp_ * smallest_fit(at, right.to, target).capacity;
@@ -894,32 +910,35 @@ class BalancedPacker {
     }
   }
 
+  /// What the packer allocates, freed at once with it: planning makes and drops many small
+  /// vectors (buckets, bins, sorted params), each cheaper to use than the heap makes it.
+  std::pmr::monotonic_buffer_resource arena_{kArenaStart};
   const BufferJob& job_;
   BufferBuilder& out_;
   const bool search_;
   bool tighten_ = false;  ///< search_, in the run being planned, unless a long one
   const std::int64_t dp_;
   const std::int64_t shard_divisor_;
-  std::vector<std::size_t> order_;  ///< param indices in backprop order
+  std::pmr::vector<std::size_t> order_{&arena_};  ///< param indices in backprop order
   std::vector<Wide> cost_;  ///< Newton-Schulz cost by position
-  std::vector<Size> span_;  ///< aligned numel by position
-  std::vector<Bucket> planned_;
+  std::pmr::vector<Size> span_{&arena_};  ///< aligned numel by position
+  Buckets planned_{&arena_};
   std::pair<std::size_t, std::size_t> run_;  ///< the run being planned
-  Items run_items_;                           ///< its params by decreasing span, once asked
-  std::vector<Size> lowest_;  ///< cut's, reused
+  Items run_items_{&arena_};  ///< its params by decreasing span, once asked
+  std::pmr::vector<Size> lowest_{&arena_};  ///< cut's, reused
   std::size_t sorted_ = 0;                    ///< params sorted for its buckets, till then
-  std::vector<std::uint8_t> span_index_;  ///< sort_few_spans's, reused
-  Items search_items_, left_items_, right_items_;  ///< by_decreasing_span's, reused
-  Bins bins_;  ///< best_fit's, reused
+  std::pmr::vector<std::uint8_t> span_index_{&arena_};  ///< sort_few_spans's, reused
+  Items search_items_{&arena_}, left_items_{&arena_}, right_items_{&arena_};  ///< reused
+  Bins bins_{&arena_};  ///< best_fit's, reused
   FillSearch fill_;  ///< fill_bins's, reused
-  std::vector<std::uint64_t> prefix_;  ///< polynomial hash of the spans before each position
-  std::vector<std::uint64_t> power_;   ///< kHashBase to the power of each length
-  std::unordered_map<Question, Fit, QuestionHash, SameQuestion> fits_{
-      64, QuestionHash{this}, SameQuestion{this}};
-  std::unordered_map<Question, std::optional<BinOf>, QuestionHash, SameQuestion> by_cost_{
-      64, QuestionHash{this}, SameQuestion{this}};
-  std::vector<Wide> bin_cost_;              ///< by planned bucket, then bin
-  std::vector<std::int64_t> bin_on_shard_;  ///< by planned bucket, then shard
+  std::pmr::vector<std::uint64_t> prefix_{&arena_};  ///< hash of the spans before each position
+  std::pmr::vector<std::uint64_t> power_{&arena_};   ///< kHashBase to the power of each length
+  std::pmr::unordered_map<Question, Fit, QuestionHash, SameQuestion> fits_{
+      64, QuestionHash{this}, SameQuestion{this}, &arena_};
+  std::pmr::unordered_map<Question, std::optional<BinOf>, QuestionHash, SameQuestion> by_cost_{
+      64, QuestionHash{this}, SameQuestion{this}, &arena_};
+  std::pmr::vector<Wide> bin_cost_{&arena_};              ///< by planned bucket, then bin
+  std::pmr::vector<std::int64_t> bin_on_shard_{&arena_};  ///< by planned bucket, then shard
   LayerwiseBuckets buckets_;
 };
 
