@@ -392,13 +392,15 @@ class BalancedPacker {
   };
 
   /// Positions [from, to) by decreasing span (ties in order), best-fit-decreasing's order,
-  /// in runs of one span: a packing depends only on the spans and how many have each.
+  /// in runs of one span: a packing depends only on the spans and how many have each, so
+  /// the positions themselves are only there when asked (sort_by_span), to place params.
   struct Items {
     struct Run {
       Size span;
-      std::size_t first, end;  ///< into `positions`
+      std::size_t first, end;  ///< ranks, into `positions` when it is there
     };
     explicit Items(std::pmr::memory_resource* arena) : positions(arena), runs(arena) {}
+    std::size_t size() const { return runs.empty() ? 0 : runs.back().end; }
     std::pmr::vector<std::size_t> positions;
     std::pmr::vector<Run> runs;
     Size gcd = 0;  ///< of the spans: capacities between two of its multiples pack alike
@@ -409,10 +411,10 @@ class BalancedPacker {
       return span(a) > span(b) || (span(a) == span(b) && a < b);
     };
   }
-  /// Into `items` (reused, to spare allocations). In a short run, a bucket of at least as
-  /// many params as the run has spans is cut out of the run's own order (sorted once, when
-  /// a bucket of an eighth of it asks or the buckets sorted so far add up to it): each
-  /// span's positions are in order there.
+  /// The runs of positions [from, to) into `items` (reused, to spare allocations). In a
+  /// short run, a bucket of at least as many params as the run has spans is counted in the
+  /// run's own order (sorted once, when a bucket of an eighth of it asks or the buckets
+  /// sorted so far add up to it): each span's positions are in order there.
   const Items& by_decreasing_span(std::size_t from, std::size_t to, Items& items) {
     const std::size_t count = to - from;
     const std::size_t run = run_.second - run_.first;
@@ -427,13 +429,13 @@ class BalancedPacker {
     items.positions.clear();
     items.runs.clear();
     const auto positions = run_items_.positions.begin();
+    std::size_t at = 0;
     for (const Items::Run& run : run_items_.runs) {
       const auto first = std::lower_bound(positions + run.first, positions + run.end, from);
       const auto end = std::lower_bound(first, positions + run.end, to);
       if (first == end) continue;
-      const std::size_t at = items.positions.size();
       items.runs.push_back({run.span, at, at + static_cast<std::size_t>(end - first)});
-      items.positions.insert(items.positions.end(), first, end);
+      at = items.runs.back().end;
     }
     items.gcd = gcd_of(items.runs);
     return items;
@@ -593,12 +595,17 @@ class BalancedPacker {
     std::pmr::vector<Size> room(static_cast<std::size_t>(dp_), capacity, &arena_);
     std::pmr::vector<Wide> load(static_cast<std::size_t>(dp_), 0, &arena_);
     for (std::size_t q : items) {
+      const Size need = span(q);
       std::int64_t best = -1;
+      Wide least = kWideMax;  // above every load (plan keeps their sums below)
       for (std::int64_t bin = 0; bin < dp_; ++bin) {
-        if (room[bin] >= span(q) && (best < 0 || load[bin] < load[best])) best = bin;
+        if (room[bin] >= need && load[bin] < least) {
+          least = load[bin];
+          best = bin;
+        }
       }
       if (best < 0) return std::nullopt;
-      room[best] -= span(q);
+      room[best] -= need;
       load[best] += cost_[q];
       bin_of[q - from] = best;
     }
@@ -647,17 +654,21 @@ class BalancedPacker {
   /// total over dp, and since of the k*dp + 1 largest some bin holds k + 1, at least the
   /// k + 1 smallest of those. No packing does better; `smallest_fit` starts here.
   Size least_capacity(const Items& items, Size at_least) const {
-    const std::pmr::vector<std::size_t>& positions = items.positions;
     Size total = 0;
     for (const Items::Run& run : items.runs) {
       total += run.span * static_cast<Size>(run.end - run.first);
     }
+    const std::size_t count = items.size();
     Size crowded = 0;
-    for (std::size_t k = 1, dp = static_cast<std::size_t>(dp_); k * dp < positions.size(); ++k) {
+    auto run = items.runs.begin();  // the run of the i-th largest, i rising
+    for (std::size_t k = 1, dp = static_cast<std::size_t>(dp_); k * dp < count; ++k) {
       Size smallest_k = 0;  // items [k*dp - k, k*dp]
-      for (std::size_t i = k * dp - k; i <= k * dp; ++i) smallest_k += span(positions[i]);
+      for (std::size_t i = k * dp - k; i <= k * dp; ++i) {
+        while (run->end <= i) ++run;
+        smallest_k += run->span;
+      }
       crowded = std::max(crowded, smallest_k);
-      if (k * k > positions.size()) break;  // enough: the bound flattens, the sums lengthen
+      if (k * k > count) break;  // enough: the bound flattens, the sums lengthen
     }
     const Size largest = items.runs.empty() ? 0 : items.runs.front().span;
     return std::max({pad_to(at_least, Size{shard_divisor_}), lowest_capacity(total, largest),
