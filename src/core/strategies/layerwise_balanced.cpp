@@ -117,25 +117,51 @@ struct FillSearch {
   std::int64_t best_fill = -1;
   int steps = 0;
 
-  void search(std::size_t i, std::int64_t fill) {
-    if (fill > best_fill) {
-      best_fill = fill;
-      best = take;
+  /// Depth first from size `first` with the bin empty: of each size the most that fit, then
+  /// fewer; a choice is dropped where even every smaller item left could not beat the best.
+  void search(std::size_t first) {
+    std::size_t i = first;
+    at[i] = 0;
+    for (;;) {  // at size i (or past the last) with the bin filled to at[i]
+      if (at[i] > best_fill) {
+        best_fill = at[i];
+        best = take;
+      }
+      bool deeper = false;
+      if (i < sizes && best_fill != reach && --steps >= 0) {
+        const std::int64_t free = room - at[i];
+        count[i] = left[i] * span[i] <= free ? left[i] : free / span[i];  // spares a division
+        deeper = choose(i);
+      }
+      while (!deeper) {  // size i is done: back to the one before, to try one fewer there
+        if (i == first) return;
+        --i;
+        if (best_fill == reach || steps < 0) {
+          take[i] = 0;
+          continue;
+        }
+        --count[i];
+        deeper = choose(i);
+      }
+      ++i;
     }
-    if (i == sizes || best_fill == reach || --steps < 0) return;
-    const std::int64_t size = span[i];
-    const std::int64_t rest = after[i + 1];
-    const std::int64_t free = room - fill;
-    const std::int64_t most = left[i] * size <= free ? left[i] : free / size;  // spares a division
-    for (std::int64_t k = most; k >= 0; --k) {
-      const std::int64_t with = fill + k * size;
-      if (with + rest <= best_fill) break;  // nor can fewer of this size do better
-      take[i] = k;
-      search(i + 1, with);
-      if (best_fill == reach || steps < 0) break;
-    }
-    take[i] = 0;
   }
+
+ private:
+  /// Takes count[i] of size i, unless none are left to try or they cannot beat the best.
+  bool choose(std::size_t i) {
+    const std::int64_t with = at[i] + count[i] * span[i];
+    if (count[i] < 0 || with + after[i + 1] <= best_fill) {
+      take[i] = 0;
+      return false;
+    }
+    take[i] = count[i];
+    at[i + 1] = with;
+    return true;
+  }
+
+  std::array<std::int64_t, kFillSizeLimit + 1> at{};  ///< the fill on reaching each size
+  Counts count{};                                     ///< of each size, being tried
 };
 
 /// The packer's first block of memory, in bytes (more come as needed).
@@ -552,7 +578,7 @@ class BalancedPacker {
       f.best_fill = -1;
       f.steps = kFillSteps;
       f.take.fill(0);
-      f.search(first, 0);
+      f.search(first);
       ++f.left[first];
       ++f.best[first];
       fullest = std::max(fullest, Size{f.span[first] + f.best_fill});
