@@ -665,16 +665,6 @@ class BalancedPacker {
   Size lowest_capacity(Size total, Size largest) const {
     return pad_to(std::max(largest, (total + dp_ - 1) / dp_), Size{shard_divisor_});
   }
-  /// The same for positions [from, to).
-  Size lowest_capacity(std::size_t from, std::size_t to) const {
-    Size total = 0;
-    Size largest = 0;
-    for (std::size_t q = from; q < to; ++q) {
-      total += span(q);
-      largest = std::max(largest, span(q));
-    }
-    return lowest_capacity(total, largest);
-  }
 
   /// The least capacity, at least `at_least`, that could hold `items`: the largest, their
   /// total over dp, and since of the k*dp + 1 largest some bin holds k + 1, at least the
@@ -903,18 +893,34 @@ class BalancedPacker {
       Bucket& left = out[b];
       Bucket& right = out[b + 1];
       const std::size_t cut = left.to;
+      // Cuts within reach, each side's least capacity for each (one pass over the pair).
+      const std::size_t first = cut - std::min(cut - left.from - 1, kCutShift);
+      const std::size_t last = std::min(cut + kCutShift, right.to - 1);
+      std::array<Size, 2 * kCutShift + 1> lowest_before{};  // by cut - first
+      std::array<Size, 2 * kCutShift + 1> lowest_after{};
+      Size total = 0;
+      Size largest = 0;
+      for (std::size_t q = left.from; q < last; ++q) {
+        total += span(q);
+        largest = std::max(largest, span(q));
+        if (q + 1 >= first) lowest_before[q + 1 - first] = lowest_capacity(total, largest);
+      }
+      total = largest = 0;
+      for (std::size_t q = right.to; q-- > first;) {
+        total += span(q);
+        largest = std::max(largest, span(q));
+        if (q <= last) lowest_after[q - first] = lowest_capacity(total, largest);
+      }
       std::size_t best_cut = cut;
       Size best = left.size + right.size;
-      if (best == dp_ * (lowest_capacity(left.from, cut) + lowest_capacity(cut, right.to))) {
-        continue;
-      }
+      if (best == dp_ * (lowest_before[cut - first] + lowest_after[cut - first])) continue;
       for (std::size_t shift = 1; shift <= kCutShift; ++shift) {
         for (const std::size_t at : {cut - shift, cut + shift}) {
-          if (at <= left.from || at >= right.to) continue;  // also a cut - shift below 0
+          if (at < first || at > last) continue;  // also a cut - shift below 0
           // A move gains at most what its buckets' lower bounds leave; one that cannot gain
           // more than the capacity search resolves is not tried.
-          const Size left_lowest = lowest_capacity(left.from, at);
-          const Size right_lowest = lowest_capacity(at, right.to);
+          const Size left_lowest = lowest_before[at - first];
+          const Size right_lowest = lowest_after[at - first];
           if (dp_ * (left_lowest + right_lowest) + best / kResolution >= best) continue;
           // Most moves cannot win: best-fit on each side at the largest capacity that could
           // tells (bin-by-bin filling would tell a little more, at far more cost).
