@@ -206,8 +206,10 @@ class BalancedPacker {
     span_.reserve(n);
     prefix_.reserve(n + 1);
     power_.reserve(n + 1);
+    before_.reserve(n + 1);
     prefix_.push_back(0);
     power_.push_back(1);
+    before_.push_back(0);
     Wide least_left = 0;  // what the params not yet planned need at least
     for (std::size_t k = n; k-- > 0;) {  // backprop order
       order_.push_back(k);
@@ -220,6 +222,7 @@ class BalancedPacker {
       span_.push_back(static_cast<Size>(span));
       prefix_.push_back(prefix_.back() * kHashBase + static_cast<std::uint64_t>(span_.back()));
       power_.push_back(power_.back() * kHashBase);
+      before_.push_back(static_cast<Size>(least_left));
     }
     return plan_runs(limit, static_cast<Size>(least_left));
   }
@@ -853,23 +856,24 @@ class BalancedPacker {
     std::pmr::vector<Size>& lowest = lowest_;  // each bucket's least size, to give up early
     lowest.clear();
     Size lowest_left = 0;
-    std::size_t q = from;
-    Size done = 0;
-    for (std::size_t k = 1; k <= count && q < end; ++k) {
-      const auto goal = static_cast<Size>(Wide{run_total} * Wide{k} / Wide{count});  // no overflow
-      std::size_t to = q;
-      Size total = done;
-      Size largest = 0;
-      while (to < end && (k == count || to == q || total + span(to) <= goal ||
-                          goal - total > total + span(to) - goal)) {
-        total += span(to);
-        largest = std::max(largest, span(to));
-        ++to;
+    for (std::size_t k = 1, q = from; k <= count && q < end; ++k) {
+      // The cut nearest the goal: past each param that ends by it, and past the next one too
+      // where that ends nearer (and past one at least).
+      std::size_t to = end;
+      if (k < count) {
+        const Size goal =
+            before_[from] + static_cast<Size>(Wide{run_total} * Wide{k} / Wide{count});
+        to = static_cast<std::size_t>(
+            std::upper_bound(before_.begin() + q + 1, before_.begin() + end + 1, goal) -
+            before_.begin() - 1);
+        if (to < end && (to == q || goal - before_[to] > before_[to + 1] - goal)) ++to;
       }
+      Size largest = 0;
+      for (std::size_t p = q; p < to; ++p) largest = std::max(largest, span(p));
       out.push_back({q, to, 0, nullptr});
-      lowest.push_back(dp_ * lowest_capacity(total - done, largest));
+      lowest.push_back(dp_ * lowest_capacity(before_[to] - before_[q], largest));
       lowest_left += lowest.back();
-      done = total;
+      if (lowest_left >= beat) return std::nullopt;
       q = to;
     }
     Size size = 0;
@@ -976,6 +980,7 @@ class BalancedPacker {
   FillSearch fill_;  ///< fill_bins's, reused
   std::pmr::vector<std::uint64_t> prefix_{&arena_};  ///< hash of the spans before each position
   std::pmr::vector<std::uint64_t> power_{&arena_};   ///< kHashBase to the power of each length
+  std::pmr::vector<Size> before_{&arena_};  ///< the spans before each position, in all
   std::pmr::unordered_map<Question, Fit, QuestionHash, SameQuestion> fits_{
       64, QuestionHash{this}, SameQuestion{this}, &arena_};
   std::pmr::unordered_map<Question, std::optional<BinOf>, QuestionHash, SameQuestion> by_cost_{
