@@ -609,17 +609,62 @@ class BalancedPacker {
     return fullest;
   }
 
+  /// Positions [from, to) into `items` by decreasing cost, then span (ties in order), when
+  /// they have at most kFewSpans (cost, span) pairs (most buckets): each goes straight to
+  /// its pair's place. False when they have more.
+  bool by_decreasing_cost(std::size_t from, std::size_t to, std::pmr::vector<std::size_t>& items) {
+    struct Kind {
+      Wide cost;
+      Size span;
+      std::size_t count;
+    };
+    std::array<Kind, kFewSpans> kinds;
+    std::size_t found = 0;
+    std::size_t last = 0;
+    span_index_.resize(to - from);
+    for (std::size_t q = from; q < to; ++q) {
+      if (last >= found || kinds[last].cost != cost_[q] || kinds[last].span != span(q)) {
+        last = 0;
+        while (last < found && (kinds[last].cost != cost_[q] || kinds[last].span != span(q))) {
+          ++last;
+        }
+        if (last == found) {
+          if (found == kFewSpans) return false;
+          kinds[found++] = {cost_[q], span(q), 0};
+        }
+      }
+      ++kinds[last].count;
+      span_index_[q - from] = static_cast<std::uint8_t>(last);
+    }
+    std::array<std::uint8_t, kFewSpans> order;  // into `kinds`, costliest first
+    for (std::size_t k = 0; k < found; ++k) order[k] = static_cast<std::uint8_t>(k);
+    std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(found),
+              [&](std::uint8_t a, std::uint8_t b) {
+                return kinds[a].cost > kinds[b].cost ||
+                       (kinds[a].cost == kinds[b].cost && kinds[a].span > kinds[b].span);
+              });
+    std::array<std::size_t, kFewSpans> next;  // where each kind's next position goes
+    for (std::size_t k = 0, at = 0; k < found; ++k) {
+      next[order[k]] = at;
+      at += kinds[order[k]].count;
+    }
+    for (std::size_t q = from; q < to; ++q) items[next[span_index_[q - from]]++] = q;
+    return true;
+  }
+
   /// Positions [from, to) into dp bins of `capacity` by Newton-Schulz cost: the costliest
   /// item to the cheapest bin it fits in, which balances the optimizer's work. The bin of
   /// each position, or nothing when an item finds no room (or dp is too large to try).
   std::optional<BinOf> cost_fit(std::size_t from, std::size_t to, Size capacity) {
     if (dp_ > kCostAwareLimit) return std::nullopt;
     std::pmr::vector<std::size_t> items(to - from, &arena_);
-    for (std::size_t q = from; q < to; ++q) items[q - from] = q;
-    std::sort(items.begin(), items.end(), [&](std::size_t a, std::size_t b) {
-      if (cost_[a] != cost_[b]) return cost_[a] > cost_[b];
-      return span(a) > span(b) || (span(a) == span(b) && a < b);
-    });
+    if (!by_decreasing_cost(from, to, items)) {
+      for (std::size_t q = from; q < to; ++q) items[q - from] = q;
+      std::sort(items.begin(), items.end(), [&](std::size_t a, std::size_t b) {
+        if (cost_[a] != cost_[b]) return cost_[a] > cost_[b];
+        return span(a) > span(b) || (span(a) == span(b) && a < b);
+      });
+    }
     BinOf bin_of(to - from, &arena_);
     std::pmr::vector<Size> room(static_cast<std::size_t>(dp_), capacity, &arena_);
     std::pmr::vector<Wide> load(static_cast<std::size_t>(dp_), 0, &arena_);
