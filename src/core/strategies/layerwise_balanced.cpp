@@ -973,14 +973,15 @@ class BalancedPacker {
           if (dp_ * (left_lowest + right_lowest) + best / kResolution >= best) continue;
           // Most moves cannot win: best-fit on each side at the largest capacity that could
           // tells (bin-by-bin filling would tell a little more, at far more cost).
+          // The right side first: it fails more often.
           const Size room = best / dp_ - right_lowest;
           if (room < target) continue;
-          const std::optional<Size> left_fullest =
-              best_fit(by_decreasing_span(left.from, at, left_items_), room);
-          if (!left_fullest) continue;
           const Items& right_items = by_decreasing_span(at, right.to, right_items_);
           const Size right_room = best / dp_ - std::max(left_lowest, target) - shard_divisor_;
           if (!best_fit(right_items, right_room)) continue;
+          const std::optional<Size> left_fullest =
+              best_fit(by_decreasing_span(left.from, at, left_items_), room);
+          if (!left_fullest) continue;
           const Size left_size =
               dp_ * smallest_fit(left.from, at, target, {room, *left_fullest}).capacity;
           if (left_size + dp_ * right_lowest >= best) continue;
