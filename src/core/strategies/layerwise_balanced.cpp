@@ -788,8 +788,12 @@ class BalancedPacker {
     // unless it cannot pack just below that capacity either (most buckets).
     bool filled = false;
     if (tighten_ && capacity > lowest && can_fill(items)) {
-      failed = fill_bins(items, capacity - shard_divisor_) ? lowest - 1 : capacity;
-      filled = bisect([&](Size c) { return fill_bins(items, c); });
+      if (std::optional<Size> tighter = fill_bins(items, capacity - shard_divisor_)) {
+        capacity = pad_to(*tighter, Size{shard_divisor_});
+        failed = lowest - 1;
+        filled = true;
+        bisect([&](Size c) { return fill_bins(items, c); });
+      }
     }
     return {capacity, filled, std::nullopt};
   }
