@@ -17,6 +17,7 @@
 #include <limits>
 #include <memory_resource>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -665,13 +666,25 @@ class BalancedPacker {
         return span(a) > span(b) || (span(a) == span(b) && a < b);
       });
     }
-    BinOf bin_of(to - from, &arena_);
+    Wide total = 0;
+    for (std::size_t q = from; q < to; ++q) total += cost_[q];  // below 2^127 (plan)
+    if (total <= std::numeric_limits<std::int64_t>::max()) {
+      return cost_fit_by<std::int64_t>(items, from, capacity);
+    }
+    return cost_fit_by<Wide>(items, from, capacity);
+  }
+  /// cost_fit's packing of `items` (costliest first), with loads summed as `Load`.
+  template <class Load>
+  std::optional<BinOf> cost_fit_by(const std::pmr::vector<std::size_t>& items, std::size_t from,
+                                   Size capacity) {
+    BinOf bin_of(items.size(), &arena_);
     std::pmr::vector<Size> room(static_cast<std::size_t>(dp_), capacity, &arena_);
-    std::pmr::vector<Wide> load(static_cast<std::size_t>(dp_), 0, &arena_);
+    std::pmr::vector<Load> load(static_cast<std::size_t>(dp_), 0, &arena_);
     for (std::size_t q : items) {
       const Size need = span(q);
       std::int64_t best = -1;
-      Wide least = kWideMax;  // above every load (plan keeps their sums below)
+      Load least = static_cast<Load>(  // above every load: they sum below it
+          std::is_same_v<Load, Wide> ? kWideMax : Wide{std::numeric_limits<std::int64_t>::max()});
       for (std::int64_t bin = 0; bin < dp_; ++bin) {
         if (room[bin] >= need && load[bin] < least) {
           least = load[bin];
@@ -680,7 +693,7 @@ class BalancedPacker {
       }
       if (best < 0) return std::nullopt;
       room[best] -= need;
-      load[best] += cost_[q];
+      load[best] += static_cast<Load>(cost_[q]);
       bin_of[q - from] = best;
     }
     return bin_of;
