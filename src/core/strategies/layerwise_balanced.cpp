@@ -194,14 +194,13 @@ class BalancedPacker {
   /// Plans the buffer in at most `limit` elements, given every param's Newton-Schulz cost by
   /// position in the job; false when it cannot, or when the buffer is too large to plan in
   /// 64 bits (beyond 2^60 / dp elements: no real buffer).
-  bool plan(std::vector<Wide> cost, Wide buffer_limit) {
+  bool plan(const std::vector<Wide>& cost, Wide buffer_limit) {
     // Capacities stay below 4x the larger of the params' span and the limit, plus a shard
     // divisor; dp of them below 2^63.
     const Wide size_limit = Wide{std::numeric_limits<Size>::max()} / 8 / dp_ - shard_divisor_;
     if (buffer_limit > size_limit) return false;
     const auto limit = static_cast<Size>(buffer_limit);
-    cost_ = std::move(cost);
-    std::reverse(cost_.begin(), cost_.end());  // by position
+    cost_.assign(cost.rbegin(), cost.rend());  // by position
     const std::size_t n = job_.group.params.size();
     order_.reserve(n);
     span_.reserve(n);
@@ -1030,7 +1029,7 @@ class BalancedPacker {
   const std::int64_t dp_;
   const std::int64_t shard_divisor_;
   std::pmr::vector<std::size_t> order_{&arena_};  ///< param indices in backprop order
-  std::vector<Wide> cost_;  ///< Newton-Schulz cost by position
+  std::pmr::vector<Wide> cost_{&arena_};  ///< Newton-Schulz cost by position
   std::pmr::vector<Size> span_{&arena_};  ///< aligned numel by position
   Buckets planned_{&arena_};
   std::pair<std::size_t, std::size_t> run_;  ///< the run being planned
