@@ -37,7 +37,7 @@ using Size = std::int64_t;
 /// items costs a few operations per group it reaches, not one per item or per bin.
 class Bins {
  public:
-  explicit Bins(std::pmr::memory_resource* arena) : groups_(arena) {}
+  explicit Bins(std::pmr::memory_resource* arena) : groups_(arena) { groups_.reserve(16); }
 
   /// Empties the bins: `count` of them, each with room for `capacity`.
   void reset(std::int64_t count, Size capacity) {
@@ -428,7 +428,9 @@ class BalancedPacker {
       Size span;
       std::size_t first, end;  ///< ranks, into `positions` when it is there
     };
-    explicit Items(std::pmr::memory_resource* arena) : positions(arena), runs(arena) {}
+    explicit Items(std::pmr::memory_resource* arena) : positions(arena), runs(arena) {
+      runs.reserve(kFewSpans);
+    }
     std::size_t size() const { return runs.empty() ? 0 : runs.back().end; }
     std::pmr::vector<std::size_t> positions;
     std::pmr::vector<Run> runs;
@@ -850,6 +852,7 @@ class BalancedPacker {
     // Long runs (thousands of experts) try fewer counts, to keep planning fast.
     const bool long_run = end - from > kLongRun;
     std::pmr::vector<std::size_t> counts(&arena_);
+    counts.reserve(8);  // at most three counts near the greedy one and five fractions of it
     for (std::size_t fewer = 0; fewer <= (long_run ? 1 : 2) && fewer < buckets; ++fewer) {
       counts.push_back(buckets - fewer);
     }
