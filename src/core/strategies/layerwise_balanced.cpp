@@ -259,6 +259,7 @@ class BalancedPacker {
     bin_cost_.assign(planned_.size() * dp, 0);
     bin_on_shard_.assign(planned_.size() * dp, 0);
     std::pmr::vector<std::size_t> by_heaviest_bin(&arena_);
+    by_heaviest_bin.reserve(planned_.size());
     for (std::size_t b = 0; b < planned_.size(); ++b) {
       Bucket& bucket = planned_[b];
       if (!bucket.fit) {  // a shared embedding: shard 0
@@ -332,7 +333,8 @@ class BalancedPacker {
   void emit() {
     const auto dp = static_cast<std::size_t>(dp_);
     std::pmr::vector<std::int64_t> shard_of_bin(dp, &arena_);
-    std::pmr::vector<std::pair<std::int64_t, std::size_t>> by_start(&arena_);
+    std::pmr::vector<std::size_t> by_start(span_.size(), &arena_);
+    std::pmr::vector<std::size_t> shard_first(dp + 1, &arena_);
     for (std::size_t b = 0; b < planned_.size(); ++b) {
       const Bucket& bucket = planned_[b];
       if (!bucket.fit) {
@@ -344,20 +346,25 @@ class BalancedPacker {
             static_cast<std::int64_t>(s);
       }
       // Placed by start: shard by shard, each shard's params in backprop order.
-      by_start.clear();
+      const auto shard_of = [&](std::size_t q) {
+        return static_cast<std::size_t>(shard_of_bin[(*bucket.bins)[q - bucket.from]]);
+      };
+      std::fill(shard_first.begin(), shard_first.end(), 0);
       Size numel = 0;
       for (std::size_t q = bucket.from; q < bucket.to; ++q) {
-        by_start.push_back({shard_of_bin[(*bucket.bins)[q - bucket.from]], q});
+        ++shard_first[shard_of(q) + 1];
         numel += job_.param(order_[q]).numel;
       }
-      std::sort(by_start.begin(), by_start.end());
+      for (std::size_t s = 0; s < dp; ++s) shard_first[s + 1] += shard_first[s];
+      for (std::size_t q = bucket.from; q < bucket.to; ++q) by_start[shard_first[shard_of(q)]++] = q;
       const Size shard_size = bucket.size / dp_;
-      std::int64_t shard = -1;
+      std::size_t shard = dp;
       Size at = 0;
-      for (const auto& [s, q] : by_start) {
-        if (s != shard) {
-          shard = s;
-          at = buckets_.start() + s * shard_size;
+      for (std::size_t i = 0; i < bucket.to - bucket.from; ++i) {
+        const std::size_t q = by_start[i];
+        if (shard_of(q) != shard) {
+          shard = shard_of(q);
+          at = buckets_.start() + static_cast<Size>(shard) * shard_size;
         }
         out_.place(job_, order_[q], at, buckets_.id());
         at += span(q);
