@@ -14,6 +14,7 @@
 // a rank more lightly, so `balanced` never loses on either (plan() checks the whole layout).
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <limits>
 #include <memory_resource>
 #include <tuple>
@@ -499,40 +500,56 @@ class BalancedPacker {
     items.gcd = gcd_of(items.runs);
   }
 
-  /// sort_by_span where positions [from, to) have at most kFewSpans spans (most buckets):
-  /// each position goes straight to its span's place. False when they have more.
+  /// sort_by_span where positions [from, to) have at most kFewSpans spans (most buckets).
   bool sort_few_spans(std::size_t from, std::size_t to, Items& items) {
-    std::array<Items::Run, kFewSpans> found;  // each span, how many have it (in `end`)
-    std::size_t spans = 0;
+    const auto span_of = [this](std::size_t q) { return span(q); };
+    const auto group = [&](Size size, std::size_t first, std::size_t end) {
+      items.runs.push_back({size, first, end});
+    };
+    if (!order_by_kind(from, to, span_of, std::greater<>(), items.positions, group)) return false;
+    items.gcd = gcd_of(items.runs);
+    return true;
+  }
+
+  /// Positions [from, to) into `out` by kind, the kinds ordered by `before`, each kind's
+  /// positions in order, when they are of at most kFewSpans kinds (`kind_of(q)`, told apart
+  /// by ==): each position goes straight to its kind's place, with no comparisons between
+  /// positions. Calls `group(kind, first, end)` for each kind's range, in order; false when
+  /// there are more kinds (and `out` is left as it was).
+  template <class KindOf, class Before, class Group>
+  bool order_by_kind(std::size_t from, std::size_t to, KindOf kind_of, Before before,
+                     std::pmr::vector<std::size_t>& out, Group group) {
+    using Kind = decltype(kind_of(from));
+    std::array<Kind, kFewSpans> kinds;
+    std::array<std::size_t, kFewSpans> count{};
+    std::size_t found = 0;
     std::size_t last = 0;
-    span_index_.resize(to - from);
+    kind_index_.resize(to - from);
     for (std::size_t q = from; q < to; ++q) {
-      const Size size = span(q);
-      if (last >= spans || found[last].span != size) {
+      const Kind kind = kind_of(q);
+      if (last >= found || !(kinds[last] == kind)) {
         last = 0;
-        while (last < spans && found[last].span != size) ++last;
-        if (last == spans) {
-          if (spans == kFewSpans) return false;
-          found[spans++] = {size, 0, 0};
+        while (last < found && !(kinds[last] == kind)) ++last;
+        if (last == found) {
+          if (found == kFewSpans) return false;
+          kinds[found++] = kind;
         }
       }
-      ++found[last].end;
-      span_index_[q - from] = static_cast<std::uint8_t>(last);
+      ++count[last];
+      kind_index_[q - from] = static_cast<std::uint8_t>(last);
     }
-    std::array<std::uint8_t, kFewSpans> order;  // into `found`, by decreasing span
-    for (std::size_t r = 0; r < spans; ++r) order[r] = static_cast<std::uint8_t>(r);
-    std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(spans),
-              [&](std::uint8_t a, std::uint8_t b) { return found[a].span > found[b].span; });
-    std::array<std::size_t, kFewSpans> next;  // where each span's next position goes
-    for (std::size_t r = 0, at = 0; r < spans; ++r) {
-      const Items::Run& run = found[order[r]];
-      next[order[r]] = at;
-      items.runs.push_back({run.span, at, at + run.end});
-      at += run.end;
+    std::array<std::uint8_t, kFewSpans> order;  // into `kinds`, first to last
+    for (std::size_t k = 0; k < found; ++k) order[k] = static_cast<std::uint8_t>(k);
+    std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(found),
+              [&](std::uint8_t a, std::uint8_t b) { return before(kinds[a], kinds[b]); });
+    std::array<std::size_t, kFewSpans> next;  // where each kind's next position goes
+    for (std::size_t k = 0, at = 0; k < found; ++k) {
+      next[order[k]] = at;
+      group(kinds[order[k]], at, at + count[order[k]]);
+      at += count[order[k]];
     }
-    items.positions.resize(to - from);
-    for (std::size_t q = from; q < to; ++q) items.positions[next[span_index_[q - from]]++] = q;
-    items.gcd = gcd_of(items.runs);
+    out.resize(to - from);
+    for (std::size_t q = from; q < to; ++q) out[next[kind_index_[q - from]]++] = q;
     return true;
   }
 
@@ -619,46 +636,10 @@ class BalancedPacker {
   }
 
   /// Positions [from, to) into `items` by decreasing cost, then span (ties in order), when
-  /// they have at most kFewSpans (cost, span) pairs (most buckets): each goes straight to
-  /// its pair's place. False when they have more.
+  /// they have at most kFewSpans (cost, span) pairs (most buckets).
   bool by_decreasing_cost(std::size_t from, std::size_t to, std::pmr::vector<std::size_t>& items) {
-    struct Kind {
-      Wide cost;
-      Size span;
-      std::size_t count;
-    };
-    std::array<Kind, kFewSpans> kinds;
-    std::size_t found = 0;
-    std::size_t last = 0;
-    span_index_.resize(to - from);
-    for (std::size_t q = from; q < to; ++q) {
-      if (last >= found || kinds[last].cost != cost_[q] || kinds[last].span != span(q)) {
-        last = 0;
-        while (last < found && (kinds[last].cost != cost_[q] || kinds[last].span != span(q))) {
-          ++last;
-        }
-        if (last == found) {
-          if (found == kFewSpans) return false;
-          kinds[found++] = {cost_[q], span(q), 0};
-        }
-      }
-      ++kinds[last].count;
-      span_index_[q - from] = static_cast<std::uint8_t>(last);
-    }
-    std::array<std::uint8_t, kFewSpans> order;  // into `kinds`, costliest first
-    for (std::size_t k = 0; k < found; ++k) order[k] = static_cast<std::uint8_t>(k);
-    std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(found),
-              [&](std::uint8_t a, std::uint8_t b) {
-                return kinds[a].cost > kinds[b].cost ||
-                       (kinds[a].cost == kinds[b].cost && kinds[a].span > kinds[b].span);
-              });
-    std::array<std::size_t, kFewSpans> next;  // where each kind's next position goes
-    for (std::size_t k = 0, at = 0; k < found; ++k) {
-      next[order[k]] = at;
-      at += kinds[order[k]].count;
-    }
-    for (std::size_t q = from; q < to; ++q) items[next[span_index_[q - from]]++] = q;
-    return true;
+    const auto kind_of = [this](std::size_t q) { return std::pair{cost_[q], span(q)}; };
+    return order_by_kind(from, to, kind_of, std::greater<>(), items, [](auto&&...) {});
   }
 
   /// Positions [from, to) into dp bins of `capacity` by Newton-Schulz cost: the costliest
@@ -1046,7 +1027,7 @@ class BalancedPacker {
   Items run_items_{&arena_};  ///< its params by decreasing span, once asked
   std::pmr::vector<Size> lowest_{&arena_};  ///< cut's, reused
   std::size_t sorted_ = 0;                    ///< params sorted for its buckets, till then
-  std::pmr::vector<std::uint8_t> span_index_{&arena_};  ///< sort_few_spans's, reused
+  std::pmr::vector<std::uint8_t> kind_index_{&arena_};  ///< order_by_kind's, reused
   Items search_items_{&arena_}, left_items_{&arena_}, right_items_{&arena_};  ///< reused
   Bins bins_{&arena_};  ///< best_fit's, reused
   FillSearch fill_;  ///< fill_bins's, reused
