@@ -357,7 +357,9 @@ class BalancedPacker {
         numel += job_.param(order_[q]).numel;
       }
       for (std::size_t s = 0; s < dp; ++s) shard_first[s + 1] += shard_first[s];
-      for (std::size_t q = bucket.from; q < bucket.to; ++q) by_start[shard_first[shard_of(q)]++] = q;
+      for (std::size_t q = bucket.from; q < bucket.to; ++q) {
+        by_start[shard_first[shard_of(q)]++] = q;
+      }
       const Size shard_size = bucket.size / dp_;
       std::size_t shard = dp;
       Size at = 0;
