@@ -141,8 +141,8 @@ Planning time (last column; `balanced` runs Megatron-LM's packer too, and its ti
 counted): these plans take tens to hundreds of microseconds and the same point moves by
 10-20% between runs, so the issue's 2x goal is weighed in instructions, which the clock's
 noise does not blur (`tools/bench-packers-instructions.sh`; docs/PERFORMANCE.md has them):
-1.3-2.0x on the Llama-3, GPT-3, Mixtral and Qwen3 shapes at dp 8 and 16, and 2.17x and
-2.05x on DeepSeek-V3 at dp 8 and 16, the two rows still over the goal (most of the rest is
+1.3-2.0x on the Llama-3, GPT-3, Mixtral and Qwen3 shapes at dp 8 and 16, and 2.16x and
+2.04x on DeepSeek-V3 at dp 8 and 16, the two rows still over the goal (most of the rest is
 step 4 on its dense layers' buckets). The clock column reads higher than the counts on
 the rows near the goal (in the run that wrote this table, Llama-3 at dp 8 about 2.2x and
 DeepSeek-V3 2.4-2.7x). The whole `paramlayout plan` command takes 8-15 ms with either
