@@ -211,34 +211,34 @@ class BalancedPacker {
     prefix_.push_back(0);
     power_.push_back(1);
     before_.push_back(0);
-    Wide least_left = 0;  // what the params not yet planned need at least
+    Wide total = 0;  // the spans so far: before_, checked in wide arithmetic
     for (std::size_t k = n; k-- > 0;) {  // backprop order
       order_.push_back(k);
       const Param& param = job_.param(k);
       const Wide span = param.shared_embedding
                             ? dp_ * pad_to(Wide{param.numel}, Wide{shard_divisor_})
                             : align_param_start(Wide{param.numel});
-      least_left += span;
-      if (least_left > size_limit) return false;
+      total += span;
+      if (total > size_limit) return false;
       span_.push_back(static_cast<Size>(span));
       prefix_.push_back(prefix_.back() * kHashBase + static_cast<std::uint64_t>(span_.back()));
       power_.push_back(power_.back() * kHashBase);
-      before_.push_back(static_cast<Size>(least_left));
+      before_.push_back(static_cast<Size>(total));
     }
-    return plan_runs(limit, static_cast<Size>(least_left));
+    return plan_runs(limit);
   }
 
   /// The size of the planned buffer.
   Size size() const { return size_of(planned_); }
 
   /// Plans the runs between shared embeddings (plan's second half).
-  bool plan_runs(Size limit, Size least_left) {
+  bool plan_runs(Size limit) {
     const std::size_t n = span_.size();
     for (std::size_t i = 0; i < n;) {
       const bool shared = job_.param(order_[i]).shared_embedding;
       std::size_t end = i + 1;
       while (!shared && end < n && !job_.param(order_[end]).shared_embedding) ++end;
-      for (std::size_t q = i; q < end; ++q) least_left -= span(q);
+      const Size least_left = before_[n] - before_[end];  // what the params after need
       if (shared) {
         planned_.push_back({i, end, span(i), nullptr});
       } else if (!plan_run(i, end, limit - size() - least_left)) {
@@ -822,7 +822,6 @@ class BalancedPacker {
     if (dp_ * least_shard > budget) return false;  // no bucket can be that small
     const auto target = static_cast<Size>(least_shard);
     std::size_t buckets = 0;
-    Size run_total = 0;
     for (std::size_t q = from; q < end;) {
       Size largest = 0;
       Size total = 0;
@@ -832,7 +831,6 @@ class BalancedPacker {
         largest = next_largest;
         total += span(q);
       }
-      run_total += total;
       ++buckets;
     }
     // Then cut the run into that many buckets of about equal totals, so that the last is
@@ -856,7 +854,7 @@ class BalancedPacker {
     Buckets best(&arena_);
     for (std::size_t count : counts) {
       const Size beat = best.empty() ? budget + 1 : size_of(best) + 1;
-      std::optional<Buckets> option = cut(from, end, count, run_total, target, beat);
+      std::optional<Buckets> option = cut(from, end, count, target, beat);
       if (option) best = std::move(*option);
     }
     if (best.empty()) return false;
@@ -903,8 +901,9 @@ class BalancedPacker {
 
   /// Positions [from, end) in `count` buckets of about equal totals, each with the smallest
   /// shards that hold it; nothing when they cannot come to fewer than `beat` elements.
-  std::optional<Buckets> cut(std::size_t from, std::size_t end, std::size_t count,
-                             Size run_total, Size target, Size beat) {
+  std::optional<Buckets> cut(std::size_t from, std::size_t end, std::size_t count, Size target,
+                             Size beat) {
+    const Size run_total = before_[end] - before_[from];
     Buckets out(&arena_);
     out.reserve(count);
     std::pmr::vector<Size>& lowest = lowest_;  // each bucket's least size, to give up early
