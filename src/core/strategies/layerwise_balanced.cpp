@@ -112,7 +112,6 @@ struct FillSearch {
   Counts span{};
   Counts left{};                                         ///< of each size, not yet placed
   std::array<std::int64_t, kFillSizeLimit + 1> after{};  ///< what sizes [i, n) have left, in all
-  Counts take{};                                         ///< being tried
   Counts best{};                                         ///< the best found
   std::int64_t room = 0;
   std::int64_t reach = 0;  ///< the fullest any choice can be: room, down to the sizes' gcd
@@ -127,41 +126,31 @@ struct FillSearch {
     for (;;) {  // at size i (or past the last) with the bin filled to at[i]
       if (at[i] > best_fill) {
         best_fill = at[i];
-        best = take;
+        best.fill(0);
+        std::copy(count.begin() + first, count.begin() + i, best.begin() + first);
+        if (best_fill == reach) return;
       }
-      bool deeper = false;
-      if (i < sizes && best_fill != reach && --steps >= 0) {
+      if (i < sizes) {
+        if (--steps < 0) return;
         const std::int64_t free = room - at[i];
         count[i] = left[i] * span[i] <= free ? left[i] : free / span[i];  // spares a division
-        deeper = choose(i);
-      }
-      while (!deeper) {  // size i is done: back to the one before, to try one fewer there
-        if (i == first) return;
-        --i;
-        if (best_fill == reach || steps < 0) {
-          take[i] = 0;
+        at[i + 1] = at[i] + count[i] * span[i];
+        if (at[i + 1] + after[i + 1] > best_fill) {
+          ++i;
           continue;
         }
-        --count[i];
-        deeper = choose(i);
+      }
+      for (;;) {  // size i is done: back to the one before, to try one fewer there
+        if (i == first) return;
+        --i;
+        at[i + 1] -= span[i];
+        if (--count[i] >= 0 && at[i + 1] + after[i + 1] > best_fill) break;
       }
       ++i;
     }
   }
 
  private:
-  /// Takes count[i] of size i, unless none are left to try or they cannot beat the best.
-  bool choose(std::size_t i) {
-    const std::int64_t with = at[i] + count[i] * span[i];
-    if (count[i] < 0 || with + after[i + 1] <= best_fill) {
-      take[i] = 0;
-      return false;
-    }
-    take[i] = count[i];
-    at[i + 1] = with;
-    return true;
-  }
-
   std::array<std::int64_t, kFillSizeLimit + 1> at{};  ///< the fill on reaching each size
   Counts count{};                                     ///< of each size, being tried
 };
@@ -423,11 +412,18 @@ class BalancedPacker {
     Size fullest;
   };
 
+  /// One bin's choice in fill_bins, taken by `repeat` bins in a row: of each size, how many.
+  struct FilledBins {
+    std::int64_t repeat;
+    FillSearch::Counts take;
+  };
+  using Filling = std::pmr::vector<FilledBins>;  ///< fill_bins's packing, bin after bin
+
   /// The least capacity a bucket's search found, and how it packs there.
   struct Fit {
     Size capacity;
-    bool filled;  ///< bin by bin (fill_bins), else best-fit
-    std::optional<BinOf> bins;  ///< by position from the bucket's start, once asked
+    std::optional<Filling> filling;  ///< where bin by bin (fill_bins), else best-fit
+    std::optional<BinOf> bins;       ///< by position from the bucket's start, once asked
   };
 
   /// Positions [from, to) by decreasing span (ties in order), best-fit-decreasing's order,
@@ -581,11 +577,11 @@ class BalancedPacker {
   /// item left and the items that fill it best, found by a bounded search over the sizes.
   /// Where few sizes repeat (transformer layers), this packs tighter than best-fit, which
   /// spreads the large items first. A bin's best choice stays best for the next bins while
-  /// its items last, so each is searched once. Like `best_fit`: the fullest bin or nothing,
-  /// and with `bin_of` each item's bin. For `items` of at most kFillSizeLimit sizes.
-  std::optional<Size> fill_bins(const Items& items, Size capacity, std::size_t from = 0,
-                                BinOf* bin_of = nullptr) {
+  /// its items last, so each is searched once. Like `best_fit`: the fullest bin or nothing;
+  /// `filling` takes the bins' choices. For `items` of at most kFillSizeLimit sizes.
+  std::optional<Size> fill_bins(const Items& items, Size capacity, Filling& filling) {
     FillSearch& f = fill_;
+    filling.clear();
     const std::size_t n = f.sizes = items.runs.size();
     Size slack = dp_ * capacity;  // what the bins can leave empty and still take every item
     for (std::size_t i = 0; i < n; ++i) {
@@ -608,7 +604,6 @@ class BalancedPacker {
       f.reach = f.room - f.room % items.gcd;
       f.best_fill = -1;
       f.steps = kFillSteps;
-      f.take.fill(0);
       f.search(first);
       ++f.left[first];
       ++f.best[first];
@@ -617,17 +612,8 @@ class BalancedPacker {
       for (std::size_t i = first; i < n; ++i) {
         if (f.best[i] > 0) repeat = std::min(repeat, f.left[i] / f.best[i]);
       }
-      for (std::size_t i = first; i < n; ++i) {
-        if (bin_of) {
-          std::size_t next = items.runs[i].end - static_cast<std::size_t>(f.left[i]);
-          for (std::int64_t r = 0; r < repeat; ++r) {
-            for (std::int64_t k = 0; k < f.best[i]; ++k, ++next) {
-              (*bin_of)[items.positions[next] - from] = bin + r;
-            }
-          }
-        }
-        f.left[i] -= repeat * f.best[i];
-      }
+      for (std::size_t i = first; i < n; ++i) f.left[i] -= repeat * f.best[i];
+      filling.push_back({repeat, f.best});
       bin += repeat;
       slack -= repeat * (f.room - f.best_fill);
       if (slack < 0) return std::nullopt;
@@ -790,16 +776,21 @@ class BalancedPacker {
     bisect([&](Size c) { return best_fit(items, c); });
     // Bin-by-bin filling can pack below best-fit's capacity: bisect once more with it,
     // unless it cannot pack just below that capacity either (most buckets).
-    bool filled = false;
+    // The packing kept is the last that packed: the capacity is its fullest bin's.
+    std::optional<Filling> filling;
     if (tighten_ && capacity > lowest && can_fill(items)) {
-      if (std::optional<Size> tighter = fill_bins(items, capacity - shard_divisor_)) {
+      if (std::optional<Size> tighter = fill_bins(items, capacity - shard_divisor_, trial_)) {
         capacity = pad_to(*tighter, Size{shard_divisor_});
         failed = lowest - 1;
-        filled = true;
-        bisect([&](Size c) { return fill_bins(items, c); });
+        filling.emplace(trial_, &arena_);
+        bisect([&](Size c) {
+          std::optional<Size> fullest = fill_bins(items, c, trial_);
+          if (fullest) filling->assign(trial_.begin(), trial_.end());
+          return fullest;
+        });
       }
     }
-    return {capacity, filled, std::nullopt};
+    return {capacity, std::move(filling), std::nullopt};
   }
 
   /// Plans buckets for the params at positions [from, end) (no shared embedding among them)
@@ -807,6 +798,8 @@ class BalancedPacker {
   bool plan_run(std::size_t from, std::size_t end, Size budget) {
     tighten_ = search_ && end - from <= kLongRun;
     run_ = {from, end};
+    run_largest_ = *std::max_element(span_.begin() + static_cast<std::ptrdiff_t>(from),
+                                     span_.begin() + static_cast<std::ptrdiff_t>(end));
     run_items_.positions.clear();
     run_items_.runs.clear();
     sorted_ = 0;
@@ -890,10 +883,21 @@ class BalancedPacker {
       Items& items = search_items_;
       sort_by_span(bucket.from, bucket.to, items);  // not by_decreasing_span: any run's bucket
       BinOf& bin_of = fit.bins.emplace(bucket.to - bucket.from, &arena_);
-      if (fit.filled) {
-        fill_bins(items, fit.capacity, bucket.from, &bin_of);
-      } else {
+      if (!fit.filling) {
         best_fit(items, fit.capacity, bucket.from, &bin_of);
+        return *fit.bins;
+      }
+      std::array<std::size_t, kFillSizeLimit> next;  // of each size, the next item to place
+      for (std::size_t i = 0; i < items.runs.size(); ++i) next[i] = items.runs[i].first;
+      std::int64_t bin = 0;
+      for (const FilledBins& bins : *fit.filling) {
+        for (std::int64_t r = 0; r < bins.repeat; ++r, ++bin) {
+          for (std::size_t i = 0; i < items.runs.size(); ++i) {
+            for (std::int64_t k = 0; k < bins.take[i]; ++k) {
+              bin_of[items.positions[next[i]++] - bucket.from] = bin;
+            }
+          }
+        }
       }
     }
     return *fit.bins;
@@ -921,10 +925,13 @@ class BalancedPacker {
             before_.begin() - 1);
         if (to < end && (to == q || goal - before_[to] > before_[to + 1] - goal)) ++to;
       }
-      Size largest = 0;
-      for (std::size_t p = q; p < to; ++p) largest = std::max(largest, span(p));
+      const Size total = before_[to] - before_[q];
+      Size largest = 0;  // needed only where the run's largest could be above total / dp
+      if (dp_ * (run_largest_ - 1) >= total) {
+        for (std::size_t p = q; p < to; ++p) largest = std::max(largest, span(p));
+      }
       out.push_back({q, to, 0, nullptr});
-      lowest.push_back(dp_ * lowest_capacity(before_[to] - before_[q], largest));
+      lowest.push_back(dp_ * lowest_capacity(total, largest));
       lowest_left += lowest.back();
       if (lowest_left >= beat) return std::nullopt;
       q = to;
@@ -1025,6 +1032,7 @@ class BalancedPacker {
   std::pmr::vector<Size> span_{&arena_};  ///< aligned numel by position
   Buckets planned_{&arena_};
   std::pair<std::size_t, std::size_t> run_;  ///< the run being planned
+  Size run_largest_ = 0;                      ///< its largest span
   Items run_items_{&arena_};  ///< its params by decreasing span, once asked
   std::pmr::vector<Size> lowest_{&arena_};  ///< cut's, reused
   std::size_t sorted_ = 0;                    ///< params sorted for its buckets, till then
@@ -1032,6 +1040,7 @@ class BalancedPacker {
   Items search_items_{&arena_}, left_items_{&arena_}, right_items_{&arena_};  ///< reused
   Bins bins_{&arena_};  ///< best_fit's, reused
   FillSearch fill_;  ///< fill_bins's, reused
+  Filling trial_{&arena_};  ///< the packing of fill_bins's last call
   std::pmr::vector<std::uint64_t> prefix_{&arena_};  ///< hash of the spans before each position
   std::pmr::vector<std::uint64_t> power_{&arena_};   ///< kHashBase to the power of each length
   std::pmr::vector<Size> before_{&arena_};  ///< the spans before each position, in all
