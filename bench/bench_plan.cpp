@@ -1,10 +1,13 @@
-// Times the plan phase alone (manifest already parsed): the best of N runs per point.
+// Times the plan phase alone (manifest already parsed): the best of N runs per point, N as
+// many rounds as fit in about kRoundsMs (at least 3, at most 200), or `--runs N`.
 // Several choices (comma-separated) are timed in interleaved rounds, so that a slow spell of
 // the machine weighs on each alike and their ratio holds.
-// Usage: bench_plan MANIFEST STRATEGY[/PACKER][,STRATEGY[/PACKER]...] DP [DP...]
+// Usage: bench_plan [--runs N] MANIFEST STRATEGY[/PACKER][,STRATEGY[/PACKER]...] DP [DP...]
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -13,8 +16,15 @@
 
 int main(int argc, char** argv) {
   using namespace paramlayout;
+  int fixed_runs = 0;  // none: as many as fit in kRoundsMs
+  if (argc > 2 && std::string_view(argv[1]) == "--runs") {
+    fixed_runs = std::max(1, std::atoi(argv[2]));
+    argc -= 2;
+    argv += 2;
+  }
   if (argc < 4) {
-    fmt::print(stderr, "usage: bench_plan MANIFEST STRATEGY[/PACKER][,...] DP [DP...]\n");
+    fmt::print(stderr,
+               "usage: bench_plan [--runs N] MANIFEST STRATEGY[/PACKER][,...] DP [DP...]\n");
     return 2;
   }
   struct Choice {
@@ -45,8 +55,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "{}\n", manifest.error().message);
     return 2;
   }
-  const std::size_t params = manifest->params.size();
-  const int runs = params > 100000 ? 3 : params > 1000 ? 20 : 200;
+  constexpr double kRoundsMs = 200;
   for (int i = 3; i < argc; ++i) {
     std::vector<PlanOptions> options(choices.size());
     std::vector<double> best(choices.size(), 1e30);
@@ -56,7 +65,9 @@ int main(int argc, char** argv) {
       options[c].dp = options[c].expert_dp = std::stoll(argv[i]);
       options[c].bucket_size = default_bucket_size(options[c].dp);
     }
+    int runs = fixed_runs > 0 ? fixed_runs : 1;  // else the first round tells how many
     for (int r = 0; r < runs; ++r) {
+      double round_ms = 0;
       for (std::size_t c = 0; c < choices.size(); ++c) {
         const auto start = std::chrono::steady_clock::now();
         Result<Layout> layout = plan(*manifest, options[c]);
@@ -68,10 +79,14 @@ int main(int argc, char** argv) {
           return 2;
         }
         best[c] = std::min(best[c], ms);
+        round_ms += ms;
+      }
+      if (r == 0 && fixed_runs == 0) {
+        runs = static_cast<int>(std::clamp(kRoundsMs / round_ms, 3.0, 200.0));
       }
     }
     for (std::size_t c = 0; c < choices.size(); ++c) {
-      fmt::print("{} {} dp {}: plan {:.3f} ms (best of {})\n", manifest->model.value_or(argv[1]),
+      fmt::print("{} {} dp {}: plan {:.4f} ms (best of {})\n", manifest->model.value_or(argv[1]),
                  choices[c].name, options[c].dp, best[c], runs);
     }
   }

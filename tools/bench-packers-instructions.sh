@@ -19,7 +19,7 @@ for config in llama3-70b gpt3-175b mixtral-8x7b qwen3-30b-a3b deepseek-v3; do
     declare -A per_plan
     for packer in megatron balanced; do
       run=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-        --toggle-collect='paramlayout::plan(*' build-release/bench_plan "$manifest" \
+        --toggle-collect='paramlayout::plan(*' build-release/bench_plan --runs 20 "$manifest" \
         "layerwise/$packer" "$dp" 2>&1)
       total=$(sed -n 's/.*Collected : \([0-9]*\)/\1/p' <<<"$run")
       runs=$(sed -n 's/.*(best of \([0-9]*\)).*/\1/p' <<<"$run")  # how many plans it made

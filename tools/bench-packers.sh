@@ -50,9 +50,10 @@ command_rows=""  # the second table, at dp 8 and 16
   echo "(the floor: no layout under the rules can pad less, since a bucket of dp equal shards"
   echo "holds its largest param whole). Imbalance: the heaviest rank's Newton-Schulz cost over"
   echo "the mean (bound: what the largest single matrix forces). Plan: the whole plan (every"
-  echo "buffer, manifest already parsed), best of 200 runs of \`build-release/bench_plan\` (20 above"
-  echo "1000 params), the two packers timed in alternation; the last column is balanced over"
-  echo "megatron."
+  echo "buffer, manifest already parsed), the best of as many runs of \`build-release/bench_plan\`"
+  echo "as fit in about 0.2 s (at most 200), the two packers timed in alternation; the last"
+  echo "column is balanced over megatron. Instructions per plan, which unlike the clock do not"
+  echo "vary from run to run: \`tools/bench-packers-instructions.sh\`."
   echo
   echo "| shape | dp | megatron padding | balanced padding | floor | megatron imbalance | balanced imbalance | bound | megatron plan ms | balanced plan ms | time ratio |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
@@ -138,14 +139,14 @@ shards of that size, and the last bucket of a run is nearly empty.
    layouts would, every buffer of those ranks is packed Megatron-LM's way.
 
 Planning time (last column; `balanced` runs Megatron-LM's packer too, and its time is
-counted): these plans take tens to hundreds of microseconds and the same point moves by
-10-20% between runs, so the issue's 2x goal is weighed in instructions, which the clock's
-noise does not blur (`tools/bench-packers-instructions.sh`; docs/PERFORMANCE.md has them):
-1.3-2.0x on the Llama-3, GPT-3, Mixtral and Qwen3 shapes at dp 8 and 16, and 2.16x and
-2.04x on DeepSeek-V3 at dp 8 and 16, the two rows still over the goal (most of the rest is
-step 4 on its dense layers' buckets). The clock column reads higher than the counts on
-the rows near the goal (in the run that wrote this table, Llama-3 at dp 8 about 2.2x and
-DeepSeek-V3 2.4-2.7x). The whole `paramlayout plan` command takes 8-15 ms with either
+counted): these plans take 5 to 600 microseconds, and a point moves by a few percent from
+run to run (more in a slow spell of the machine), so the issue's 2x goal is also weighed
+in instructions, which do not move (`tools/bench-packers-instructions.sh`, 20 plans each;
+docs/PERFORMANCE.md has them): 1.3-1.98x on every shape at dp 8 and 16, DeepSeek-V3 at
+dp 8 the closest. On the clock two rows read 2.0-2.1x from run to run, DeepSeek-V3 and
+the Llama-3 stage at dp 8: each step of the bin-filling search (step 4) waits on a division
+and a branch that is hard to predict, which a count of instructions does not weigh; the
+other rows read under 2x. The whole `paramlayout plan` command takes 12-23 ms with either
 packer on these shapes (0.9-1.1x, the second table): the search spends under a
 millisecond once for memory every rank holds for the whole run.
 
