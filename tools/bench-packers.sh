@@ -143,12 +143,12 @@ counted): these plans take 5 to 600 microseconds, and a point moves by a few per
 run to run (more in a slow spell of the machine), so the issue's 2x goal is also weighed
 in instructions, which do not move (`tools/bench-packers-instructions.sh`, 20 plans each;
 docs/PERFORMANCE.md has them): 1.3-1.98x on every shape at dp 8 and 16, DeepSeek-V3 at
-dp 8 the closest. On the clock two rows read 2.0-2.1x from run to run, DeepSeek-V3 and
-the Llama-3 stage at dp 8: each step of the bin-filling search (step 4) waits on a division
-and a branch that is hard to predict, which a count of instructions does not weigh; the
-other rows read under 2x. The whole `paramlayout plan` command takes 12-23 ms with either
-packer on these shapes (0.9-1.1x, the second table): the search spends under a
-millisecond once for memory every rank holds for the whole run.
+dp 8 the closest. On the clock two rows read 2.0-2.1x from run to run, DeepSeek-V3 and the
+Llama-3 stage at dp 8, and DeepSeek-V3 up to 2.35x in a slow spell of the machine: the
+bin-filling search (step 4) spends more of its time per instruction than the rest, waiting
+on divisions and branches. The other rows read under 2x. The whole `paramlayout plan`
+command takes 12-23 ms with either packer on these shapes (0.9-1.1x, the second table):
+the search spends under a millisecond once for memory every rank holds for the whole run.
 
 Both are checked by `paramlayout check` (every promise) in the `packer` unit suite, over the
 70 layerwise reference cases and the shapes above.
