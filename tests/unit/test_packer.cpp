@@ -158,7 +158,8 @@ TEST_SUITE("packer") {
       for (std::size_t b = 0; b < buffer.buckets.size(); ++b) {
         std::vector<std::int64_t> spans;  // largest first: equal ones are interchangeable
         for (const ParamSlot& p : buffer.params) {
-          if (p.bucket == static_cast<std::int64_t>(b)) spans.push_back(align_param_start(p.numel()));
+          if (p.bucket != static_cast<std::int64_t>(b)) continue;
+          spans.push_back(align_param_start(p.numel()));
         }
         std::sort(spans.rbegin(), spans.rend());
         std::vector<std::int64_t> room(dp, buffer.buckets[b].size() / dp);
