@@ -926,12 +926,14 @@ class BalancedPacker {
         if (to < end && (to == q || goal - before_[to] > before_[to + 1] - goal)) ++to;
       }
       const Size total = before_[to] - before_[q];
-      Size largest = 0;  // needed only where the run's largest could be above total / dp
-      if (dp_ * (run_largest_ - 1) >= total) {
+      Size least = lowest_capacity(total, 0);
+      if (least < run_largest_) {  // else no span of the bucket can raise it
+        Size largest = 0;
         for (std::size_t p = q; p < to; ++p) largest = std::max(largest, span(p));
+        least = lowest_capacity(total, largest);
       }
       out.push_back({q, to, 0, nullptr});
-      lowest.push_back(dp_ * lowest_capacity(total, largest));
+      lowest.push_back(dp_ * least);
       lowest_left += lowest.back();
       if (lowest_left >= beat) return std::nullopt;
       q = to;
