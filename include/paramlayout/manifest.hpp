@@ -40,11 +40,27 @@ struct Param {
   std::int64_t gtp_remat_size = 1;   ///< `gtp_remat_size` (scales dim 0 of the Muon cost)
 };
 
+/// How the model was split when the chunk was made, in Megatron-LM's terms: its parallel
+/// sizes and which pipeline stage and virtual chunk this is.
+struct ParallelConfig {
+  std::int64_t tp = 1;     ///< tensor parallel
+  std::int64_t pp = 1;     ///< pipeline parallel
+  std::int64_t vpp = 1;    ///< virtual pipeline chunks per stage
+  std::int64_t cp = 1;     ///< context parallel
+  std::int64_t ep = 1;     ///< expert parallel
+  std::int64_t etp = 1;    ///< expert tensor parallel
+  std::int64_t stage = 0;  ///< pipeline stage, 0-based
+  std::int64_t chunk = 0;  ///< virtual chunk within the stage, 0-based
+
+  bool operator==(const ParallelConfig&) const = default;
+};
+
 /// A parsed and validated manifest.
 struct Manifest {
   std::string source;  ///< where it was read from, for messages
   std::shared_ptr<NameStore> names = std::make_shared<NameStore>();  ///< keeps Param::name
   std::optional<std::string> model;
+  std::optional<ParallelConfig> parallel;  ///< recorded by synth and job
   std::vector<Param> params;
   std::string sha256;  ///< of the manifest's bytes, lowercase hex
 };

@@ -10,6 +10,7 @@
 
 #include "paramlayout/error.hpp"
 #include "paramlayout/manifest.hpp"
+#include "paramlayout/model_chunk.hpp"
 
 namespace paramlayout {
 
@@ -24,28 +25,13 @@ struct SynthOptions {
   DType dtype = DType::bfloat16;
 };
 
-/// One param of the synthesized chunk.
-struct SynthParam {
-  std::string name;
-  std::vector<std::int64_t> shape;
-  bool expert_parallel = false;
-  bool embedding_or_output = false;
-  bool shared_embedding = false;
-  std::int64_t numel() const;
-};
-
-/// A synthesized chunk, in `named_parameters()` order.
-struct SynthModel {
+/// A synthesized chunk: its params in `named_parameters()` order, and where it came from.
+struct SynthModel : ModelChunk {
   std::string architecture;  ///< the config's architecture, e.g. "LlamaForCausalLM"
   std::string model;         ///< the manifest's `model`
-  std::vector<SynthParam> params;
-  std::int64_t vocab_padding = 0;  ///< elements added by padding the vocab, on this chunk
+  ParallelConfig parallel;   ///< recorded in the manifest
   std::vector<std::string> notes;  ///< what was left out (e.g. multi-token prediction layers)
-  std::int64_t numel() const;
 };
-
-/// Architectures `synth` knows, for messages and help.
-std::string_view synth_architectures();
 
 /// Reads a config.json text (`source` names it in errors) and builds the chunk.
 Result<SynthModel> synth_model(std::string_view config_text, std::string_view source,

@@ -85,7 +85,7 @@ int run_synth(const SynthCommand& command) {
   if (!command.quiet) {
     std::FILE* out = to_stdout ? stderr : stdout;
     std::int64_t experts = 0;
-    for (const SynthParam& p : model->params) experts += p.expert_parallel ? p.numel() : 0;
+    for (const ChunkParam& p : model->params) experts += p.expert_parallel ? p.numel() : 0;
     std::string parts;
     if (experts > 0) parts += fmt::format(", {} in experts", group_digits(experts));
     if (model->vocab_padding > 0) {

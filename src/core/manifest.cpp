@@ -16,6 +16,8 @@ constexpr std::array<std::string_view, 4> kDTypeNames = {"float32", "bfloat16", 
                                                          "uint8"};
 constexpr std::array<std::string_view, 4> kStorageNames = {"dense", "fp8", "mxfp8", "nvfp4"};
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
+/// Largest parallel size a manifest may record.
+constexpr std::int64_t kMaxParallelSize = std::int64_t{1} << 20;
 
 template <class Enum, std::size_t N>
 std::optional<Enum> find_name(const std::array<std::string_view, N>& names,
@@ -101,6 +103,26 @@ void read_param(json::Reader& r, json::Element value, const json::Path& path, Na
       });
 }
 
+/// The optional `parallel` object: every member an integer, stage and chunk below pp and vpp.
+void read_parallel(json::Reader& r, json::Element value, const json::Path& path,
+                   ParallelConfig& parallel) {
+  std::int64_t* const fields[] = {&parallel.tp,  &parallel.pp, &parallel.vpp,
+                                  &parallel.cp,  &parallel.ep, &parallel.etp,
+                                  &parallel.stage, &parallel.chunk};
+  json::read_members(r, value, path, {"tp", "pp", "vpp", "cp", "ep", "etp", "stage", "chunk"},
+                     {}, [&](std::size_t slot, json::Element v, const json::Path& p) {
+                       *fields[slot] = r.integer(v, p, slot < 6 ? 1 : 0, kMaxParallelSize);
+                     });
+  if (r.failed()) return;
+  if (parallel.stage >= parallel.pp) {
+    r.fail(path.field("stage"), fmt::format("stage {} is not below pp {}", parallel.stage,
+                                            parallel.pp));
+  } else if (parallel.chunk >= parallel.vpp) {
+    r.fail(path.field("chunk"), fmt::format("chunk {} is not below vpp {}", parallel.chunk,
+                                            parallel.vpp));
+  }
+}
+
 // Open addressing on (hash, position) pairs: no allocation per name, and names are only
 // compared when their hashes match.
 void check_unique_names(json::Reader& r, const std::vector<Param>& params,
@@ -178,9 +200,11 @@ Result<Manifest> parse_manifest(std::string_view text, std::string_view source,
                         "paramlayout.layout");
 
   manifest.source = std::string(source);
-  json::read_members(r, r.root(), root, {"schema", "model", "params"}, {"schema", "params"},
+  json::read_members(r, r.root(), root, {"schema", "model", "params", "parallel"},
+                     {"schema", "params"},
                      [&](std::size_t slot, json::Element v, const json::Path& p) {
                        if (slot == 1) manifest.model = std::string(r.string(v, p));
+                       if (slot == 3) read_parallel(r, v, p, manifest.parallel.emplace());
                        if (slot != 2 || !r.is_array(v, p)) return;
                        simdjson::dom::array items(v);
                        manifest.params.reserve(items.size());

@@ -33,7 +33,7 @@ std::string synth_error(const std::string& text, SynthOptions options = {}) {
 /// name -> shape
 std::map<std::string, std::vector<std::int64_t>> shapes(const SynthModel& m) {
   std::map<std::string, std::vector<std::int64_t>> out;
-  for (const SynthParam& p : m.params) out[p.name] = p.shape;
+  for (const ChunkParam& p : m.params) out[p.name] = p.shape;
   return out;
 }
 
@@ -94,7 +94,7 @@ TEST_SUITE("synth") {
         const auto full = shapes(whole);
         REQUIRE(slice.params.size() == whole.params.size());
         std::int64_t split = 0;
-        for (const SynthParam& p : slice.params) {
+        for (const ChunkParam& p : slice.params) {
           REQUIRE(full.count(p.name) == 1);
           std::vector<std::int64_t> shape = full.at(p.name);
           if (p.embedding_or_output) {
@@ -132,13 +132,13 @@ TEST_SUITE("synth") {
               read_text(source_path(std::string("testdata/configs/") + config + ".json")), config,
               options);
           if (!m) {
-            CHECK(m.error().message.find("does not divide the") != std::string::npos);
+            CHECK(m.error().message.find("are not divisible by the") != std::string::npos);
             divisible = false;
             break;
           }
           sum += m->numel();
           params += m->params.size();
-          for (const SynthParam& p : m->params) {
+          for (const ChunkParam& p : m->params) {
             if (p.shared_embedding && p.name == "output_layer.weight") {
               copies += p.numel();
               --params;
@@ -155,6 +155,12 @@ TEST_SUITE("synth") {
   }
 
   TEST_CASE("expert-parallel ranks hold the experts between them") {
+    // Routed experts are the params under "mlp.experts."; with ep > 1 they are marked
+    // expert-parallel (reduced over the expert data-parallel group), with ep 1 and etp = tp
+    // they sit with the dense params, as Megatron-LM's allreduce attribute says.
+    const auto is_expert = [](const ChunkParam& p) {
+      return p.name.find("mlp.experts.") != std::string::npos;
+    };
     for (const char* config : {"mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"}) {
       for (std::int64_t ep : {2, 8}) {
         CAPTURE(config);
@@ -165,8 +171,14 @@ TEST_SUITE("synth") {
         const SynthModel rank = synth_config(config, options);
         std::int64_t whole_experts = 0;
         std::int64_t rank_experts = 0;
-        for (const SynthParam& p : whole.params) whole_experts += p.expert_parallel ? p.numel() : 0;
-        for (const SynthParam& p : rank.params) rank_experts += p.expert_parallel ? p.numel() : 0;
+        for (const ChunkParam& p : whole.params) {
+          CHECK_FALSE(p.expert_parallel);
+          whole_experts += is_expert(p) ? p.numel() : 0;
+        }
+        for (const ChunkParam& p : rank.params) {
+          CHECK(p.expert_parallel == is_expert(p));
+          rank_experts += is_expert(p) ? p.numel() : 0;
+        }
         CHECK(whole_experts > 0);
         CHECK(rank_experts * ep == whole_experts);
         CHECK(rank.numel() - rank_experts == whole.numel() - whole_experts);
@@ -244,6 +256,6 @@ TEST_SUITE("synth") {
     CHECK(synth_error(llama, stage) == "config.json: --stage 2 is not below --pp 2");
     SynthOptions ep;
     ep.ep = 2;
-    CHECK(synth_error(llama, ep) == "config.json: --ep and --etp need a mixture-of-experts model");
+    CHECK(synth_error(llama, ep) == "config.json: --ep 2 needs a mixture-of-experts model");
   }
 }

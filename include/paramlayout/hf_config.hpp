@@ -1,0 +1,28 @@
+// A Hugging Face config.json -> the model description, as Megatron-Bridge maps each
+// architecture to Megatron-LM's TransformerConfig.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "paramlayout/error.hpp"
+#include "paramlayout/model.hpp"
+
+namespace paramlayout {
+
+/// A model read from a config.json.
+struct HfModel {
+  std::string architecture;        ///< the config's `architectures[0]`
+  ModelSpec spec;
+  std::vector<std::string> notes;  ///< what the description leaves out, for people
+};
+
+/// The architectures (`architectures[0]` values) the mapping knows, in a stable order.
+std::vector<std::string_view> hf_architectures();
+
+/// Reads a config.json text (`source` names it in errors). A field that would change a
+/// param's shape and that the architecture's mapping does not understand is an error.
+Result<HfModel> read_hf_config(std::string_view text, std::string_view source);
+
+}  // namespace paramlayout

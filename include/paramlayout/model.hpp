@@ -1,0 +1,141 @@
+// The model description: the fields of Megatron-LM's TransformerConfig and GPTModel (or
+// HybridModel) that decide each trainable param's name, shape and attributes. Front ends (a
+// Hugging Face config.json, Megatron-LM's own arguments) fill it; the chunk builder reads
+// nothing else.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace paramlayout {
+
+/// `normalization`: LayerNorm has a bias, RMSNorm does not.
+enum class Normalization : std::uint8_t { layer_norm, rms_norm };
+
+/// What mixes tokens in a decoder layer.
+enum class Mixer : std::uint8_t {
+  none,             ///< no mixer (an MLP-only layer)
+  attention,        ///< self-attention: standard (linear_qkv) or multi-latent, per the model
+  mamba,            ///< a Mamba-2 mixer
+  gated_delta_net,  ///< linear attention (Qwen3-Next)
+  linear,           ///< one linear layer in its place (heterogeneous models)
+};
+
+/// What follows the mixer in a decoder layer.
+enum class Mlp : std::uint8_t {
+  none,
+  dense,
+  moe,
+  linear,  ///< one linear layer in its place (heterogeneous models)
+};
+
+/// One decoder layer. Sizes of 0 take the model's.
+struct LayerSpec {
+  Mixer mixer = Mixer::attention;
+  Mlp mlp = Mlp::dense;
+  std::int64_t ffn_hidden_size = 0;   ///< dense MLP size (heterogeneous models vary it)
+  std::int64_t num_query_groups = 0;  ///< key/value heads (heterogeneous models vary it)
+
+  bool operator==(const LayerSpec&) const = default;
+};
+
+/// Multi-latent attention (DeepSeek-V2/V3) sizes.
+struct MlaSpec {
+  std::int64_t q_lora_rank = 0;  ///< 0: no query compression (linear_q_proj)
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_head_dim = 0;          ///< the no-position part of a query/key head
+  std::int64_t qk_pos_emb_head_dim = 0;  ///< the rotary part
+  std::int64_t v_head_dim = 0;
+
+  bool operator==(const MlaSpec&) const = default;
+};
+
+/// Mixture-of-experts sizes, for layers whose MLP is `moe`.
+struct MoeSpec {
+  std::int64_t num_experts = 0;
+  std::int64_t ffn_hidden_size = 0;     ///< each routed expert's MLP size
+  std::int64_t shared_expert_size = 0;  ///< moe_shared_expert_intermediate_size; 0: none
+  bool shared_expert_gate = false;      ///< shared_experts.gate_weight
+  /// experts.linear_fc1.weight<e> (TEGroupedMLP), else
+  /// experts.local_experts.<e>.linear_fc1.weight (SequentialMLP). Hybrid models always group.
+  bool grouped_gemm = false;
+
+  bool operator==(const MoeSpec&) const = default;
+};
+
+/// Mamba-2 mixer sizes.
+struct MambaSpec {
+  std::int64_t state_dim = 128;  ///< d_state
+  std::int64_t head_dim = 64;
+  std::int64_t num_groups = 8;   ///< B/C groups
+  std::int64_t num_heads = 0;    ///< 0: 2 x hidden / head_dim
+
+  std::int64_t inner(std::int64_t hidden) const;  ///< d_inner
+  std::int64_t heads(std::int64_t hidden) const;
+
+  bool operator==(const MambaSpec&) const = default;
+};
+
+/// Gated delta net (linear attention) sizes.
+struct GatedDeltaNetSpec {
+  std::int64_t key_head_dim = 128;
+  std::int64_t num_key_heads = 16;
+  std::int64_t value_head_dim = 128;
+  std::int64_t num_value_heads = 32;
+  std::int64_t conv_kernel = 4;
+
+  bool operator==(const GatedDeltaNetSpec&) const = default;
+};
+
+/// `position_embedding_type`: only learned absolute positions are params.
+enum class PositionEmbedding : std::uint8_t { learned_absolute, rope, none };
+
+/// A GPT-style model as Megatron-LM builds it (GPTModel, or HybridModel for hybrids).
+/// Defaults are Megatron-LM's.
+struct ModelSpec {
+  std::int64_t hidden_size = 0;
+  std::int64_t ffn_hidden_size = 0;  ///< dense MLP size
+  std::int64_t num_attention_heads = 0;
+  std::int64_t num_query_groups = 0;  ///< key/value heads; 0: as many as attention heads
+  std::int64_t kv_channels = 0;       ///< head dim; 0: hidden / heads
+  bool gated_linear_unit = false;     ///< SwiGLU / GeGLU: linear_fc1 holds gate and up
+  Normalization normalization = Normalization::layer_norm;
+  bool qk_layernorm = false;
+  bool add_bias_linear = true;   ///< biases on linear_proj, linear_qkv, the MLPs, the router
+  bool add_qkv_bias = false;     ///< a bias on linear_qkv alone
+  bool softmax_offset = false;   ///< learned attention sinks: core_attention.softmax_offset
+  bool attention_output_gate = false;  ///< linear_qkv also computes a gate per head
+  std::optional<MlaSpec> mla;    ///< multi-latent attention
+  MoeSpec moe;
+  MambaSpec mamba;
+  GatedDeltaNetSpec gated_delta_net;
+  std::vector<LayerSpec> layers;    ///< the decoder layers, in order
+  std::int64_t mtp_num_layers = 0;  ///< multi-token prediction layers
+  /// Hybrid models: the layers each multi-token prediction layer holds (GPT models hold a
+  /// copy of the last decoder layer).
+  std::vector<LayerSpec> hybrid_mtp_layers;
+  bool untie_embeddings_and_output_weights = false;
+  PositionEmbedding position_embedding = PositionEmbedding::learned_absolute;
+  std::int64_t max_position_embeddings = 0;  ///< rows of learned absolute positions
+  std::int64_t vocab_size = 0;
+  std::int64_t make_vocab_size_divisible_by = 128;
+  bool hybrid = false;  ///< a HybridModel (Mamba hybrids): one mixer or MLP per layer
+
+  std::int64_t num_layers() const { return static_cast<std::int64_t>(layers.size()); }
+  std::int64_t query_groups(const LayerSpec& layer) const;
+  std::int64_t head_dim() const;
+  std::int64_t dense_ffn(const LayerSpec& layer) const;
+  /// The layer each multi-token prediction layer holds: a copy of the last decoder layer.
+  LayerSpec mtp_layer() const;
+  /// Whether any decoder or multi-token prediction layer has this mixer / MLP.
+  bool uses(Mixer mixer) const;
+  bool uses(Mlp mlp) const;
+};
+
+/// The first field of `model` that no Megatron-LM model could have (sizes < 1, kv heads
+/// that do not divide the heads, ...), as "hidden_size must be in [1, 2147483647], got 0".
+std::optional<std::string> model_problem(const ModelSpec& model);
+
+}  // namespace paramlayout

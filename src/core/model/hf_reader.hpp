@@ -1,0 +1,53 @@
+// Typed, located access to a config.json's top-level fields, remembering which it read so
+// that a shape-changing field no mapping understood is reported instead of dropped.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../json_reader.hpp"
+
+namespace paramlayout::hf {
+
+/// Largest size or count a config may give; products of a few stay far inside 64 bits.
+inline constexpr std::int64_t kMaxDimension = (std::int64_t{1} << 31) - 1;
+
+class Config {
+ public:
+  Config(json::Reader& reader, std::string_view architecture)
+      : reader_(reader), architecture_(architecture) {}
+
+  /// The value of `key` (nullopt when absent or null); marks it read.
+  std::optional<json::Element> find(std::string_view key);
+  bool has(std::string_view key) { return find(key).has_value(); }
+
+  /// A required integer in [min, kMaxDimension].
+  std::int64_t integer(std::string_view key, std::int64_t min = 1);
+  /// An optional one.
+  std::int64_t integer(std::string_view key, std::int64_t fallback, std::int64_t min);
+  bool boolean(std::string_view key, bool fallback);
+  double number(std::string_view key, double fallback);
+  std::string string(std::string_view key, std::string_view fallback);
+  /// An optional array of integers in [0, kMaxDimension] (empty when absent).
+  std::vector<std::int64_t> integers(std::string_view key);
+  /// An optional array of strings (empty when absent).
+  std::vector<std::string> strings(std::string_view key);
+
+  /// Records a problem with `key`'s value.
+  void fail(std::string_view key, std::string_view what);
+  bool failed() const { return reader_.failed(); }
+  json::Reader& reader() { return reader_; }
+  std::string_view architecture() const { return architecture_; }
+  bool was_read(std::string_view key) const { return read_.count(std::string(key)) > 0; }
+
+ private:
+  json::Reader& reader_;
+  std::string_view architecture_;
+  std::set<std::string> read_;
+};
+
+}  // namespace paramlayout::hf

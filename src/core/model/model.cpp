@@ -1,0 +1,134 @@
+#include "paramlayout/model.hpp"
+
+#include <fmt/format.h>
+
+namespace paramlayout {
+
+std::int64_t ModelSpec::query_groups(const LayerSpec& layer) const {
+  if (layer.num_query_groups > 0) return layer.num_query_groups;
+  return num_query_groups > 0 ? num_query_groups : num_attention_heads;
+}
+
+std::int64_t ModelSpec::head_dim() const {
+  return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads;
+}
+
+std::int64_t ModelSpec::dense_ffn(const LayerSpec& layer) const {
+  return layer.ffn_hidden_size > 0 ? layer.ffn_hidden_size : ffn_hidden_size;
+}
+
+LayerSpec ModelSpec::mtp_layer() const {
+  return layers.empty() ? LayerSpec{} : layers.back();
+}
+
+std::int64_t MambaSpec::inner(std::int64_t hidden) const {
+  return num_heads > 0 ? num_heads * head_dim : 2 * hidden;
+}
+
+std::int64_t MambaSpec::heads(std::int64_t hidden) const {
+  return num_heads > 0 ? num_heads : inner(hidden) / head_dim;
+}
+
+bool ModelSpec::uses(Mixer mixer) const {
+  for (const LayerSpec& l : layers) {
+    if (l.mixer == mixer) return true;
+  }
+  return mtp_num_layers > 0 && mtp_layer().mixer == mixer;
+}
+
+bool ModelSpec::uses(Mlp mlp) const {
+  for (const LayerSpec& l : layers) {
+    if (l.mlp == mlp) return true;
+  }
+  return mtp_num_layers > 0 && mtp_layer().mlp == mlp;
+}
+
+namespace {
+
+/// Largest size a model field may have; products of a few stay far inside 64 bits.
+constexpr std::int64_t kMaxSize = (std::int64_t{1} << 31) - 1;
+
+}  // namespace
+
+std::optional<std::string> model_problem(const ModelSpec& m) {
+  const auto size = [](std::string_view name, std::int64_t v,
+                       std::int64_t min = 1) -> std::optional<std::string> {
+    if (v < min || v > kMaxSize) {
+      return fmt::format("{} must be in [{}, {}], got {}", name, min, kMaxSize, v);
+    }
+    return std::nullopt;
+  };
+  std::optional<std::string> p;
+  if ((p = size("num_layers", m.num_layers()))) return p;
+  if ((p = size("hidden_size", m.hidden_size))) return p;
+  if ((p = size("vocab_size", m.vocab_size))) return p;
+  if ((p = size("make_vocab_size_divisible_by", m.make_vocab_size_divisible_by))) return p;
+  if ((p = size("mtp_num_layers", m.mtp_num_layers, 0))) return p;
+  if (m.position_embedding == PositionEmbedding::learned_absolute &&
+      (p = size("max_position_embeddings", m.max_position_embeddings))) {
+    return p;
+  }
+  if (m.uses(Mixer::attention)) {
+    if ((p = size("num_attention_heads", m.num_attention_heads))) return p;
+    if ((p = size("num_query_groups", m.num_query_groups, 0))) return p;
+    if ((p = size("kv_channels", m.kv_channels, 0))) return p;
+    if (m.kv_channels == 0 && m.hidden_size % m.num_attention_heads != 0) {
+      return fmt::format("hidden_size {} is not divisible by num_attention_heads {} (set "
+                         "kv_channels)",
+                         m.hidden_size, m.num_attention_heads);
+    }
+    for (const LayerSpec& l : m.layers) {
+      const std::int64_t groups = m.query_groups(l);
+      if (!m.mla && l.mixer == Mixer::attention &&
+          (groups < 1 || m.num_attention_heads % groups != 0)) {
+        return fmt::format("num_attention_heads {} is not divisible by num_query_groups {}",
+                           m.num_attention_heads, groups);
+      }
+    }
+  }
+  if (m.mla) {
+    if ((p = size("q_lora_rank", m.mla->q_lora_rank, 0))) return p;
+    if ((p = size("kv_lora_rank", m.mla->kv_lora_rank))) return p;
+    if ((p = size("qk_head_dim", m.mla->qk_head_dim))) return p;
+    if ((p = size("qk_pos_emb_head_dim", m.mla->qk_pos_emb_head_dim, 0))) return p;
+    if ((p = size("v_head_dim", m.mla->v_head_dim))) return p;
+  }
+  for (const LayerSpec& l : m.layers) {
+    if (l.mlp == Mlp::dense && (p = size("ffn_hidden_size", m.dense_ffn(l)))) return p;
+  }
+  if (m.uses(Mlp::moe)) {
+    if ((p = size("num_experts", m.moe.num_experts))) return p;
+    if ((p = size("moe_ffn_hidden_size", m.moe.ffn_hidden_size))) return p;
+    if ((p = size("moe_shared_expert_intermediate_size", m.moe.shared_expert_size, 0))) {
+      return p;
+    }
+  }
+  if (m.uses(Mixer::mamba)) {
+    if ((p = size("mamba_state_dim", m.mamba.state_dim))) return p;
+    if ((p = size("mamba_head_dim", m.mamba.head_dim))) return p;
+    if ((p = size("mamba_num_groups", m.mamba.num_groups))) return p;
+    if ((p = size("mamba_num_heads", m.mamba.num_heads, 0))) return p;
+    if (m.mamba.inner(m.hidden_size) % m.mamba.head_dim != 0) {
+      return fmt::format("the Mamba inner size {} is not divisible by mamba_head_dim {}",
+                         m.mamba.inner(m.hidden_size), m.mamba.head_dim);
+    }
+    if (m.mamba.heads(m.hidden_size) % m.mamba.num_groups != 0) {
+      return fmt::format("the {} Mamba heads are not divisible by mamba_num_groups {}",
+                         m.mamba.heads(m.hidden_size), m.mamba.num_groups);
+    }
+  }
+  if (m.uses(Mixer::gated_delta_net)) {
+    const GatedDeltaNetSpec& g = m.gated_delta_net;
+    if ((p = size("linear_key_head_dim", g.key_head_dim))) return p;
+    if ((p = size("linear_num_key_heads", g.num_key_heads))) return p;
+    if ((p = size("linear_value_head_dim", g.value_head_dim))) return p;
+    if ((p = size("linear_num_value_heads", g.num_value_heads))) return p;
+    if ((p = size("linear_conv_kernel_dim", g.conv_kernel))) return p;
+  }
+  if (m.moe.shared_expert_size > 0 && m.add_bias_linear) {
+    return std::string("shared experts need add_bias_linear off (--disable-bias-linear)");
+  }
+  return std::nullopt;
+}
+
+}  // namespace paramlayout

@@ -1,0 +1,169 @@
+// A chunk's params in named_parameters() order: the embedding, the decoder layers, the
+// decoder's final norm, the multi-token prediction layers, then the output layer.
+#include "paramlayout/model_chunk.hpp"
+
+#include <fmt/format.h>
+
+#include "../json_writer.hpp"
+#include "param_emitter.hpp"
+
+namespace paramlayout {
+namespace {
+
+std::int64_t product(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return n;
+}
+
+bool divides(std::int64_t d, std::int64_t n) { return n % d == 0; }
+
+std::optional<std::string> attention_split_problem(const ModelSpec& m, const TensorSplit& s) {
+  if (!divides(s.tp, m.num_attention_heads)) {
+    return fmt::format("tp {} does not divide the {} attention heads", s.tp,
+                       m.num_attention_heads);
+  }
+  if (m.mla) return std::nullopt;
+  for (const LayerSpec& l : m.layers) {
+    const std::int64_t groups = m.query_groups(l);
+    if (l.mixer == Mixer::attention && !divides(s.tp, groups) && !divides(groups, s.tp)) {
+      return fmt::format("tp {} is neither a multiple nor a divisor of the {} key/value heads",
+                         s.tp, groups);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> mixer_split_problem(const ModelSpec& m, const TensorSplit& s) {
+  if (m.uses(Mixer::attention)) {
+    if (std::optional<std::string> p = attention_split_problem(m, s)) return p;
+  }
+  if (m.uses(Mixer::mamba)) {
+    const std::int64_t heads = m.mamba.heads(m.hidden_size);
+    if (!divides(s.tp, heads)) {
+      return fmt::format("tp {} does not divide the {} Mamba heads", s.tp, heads);
+    }
+    if (!divides(s.tp, m.mamba.num_groups)) {
+      return fmt::format("tp {} does not divide the {} Mamba groups", s.tp, m.mamba.num_groups);
+    }
+  }
+  if (m.uses(Mixer::gated_delta_net)) {
+    const GatedDeltaNetSpec& g = m.gated_delta_net;
+    if (!divides(s.tp, g.num_key_heads) || !divides(s.tp, g.num_value_heads)) {
+      return fmt::format("tp {} does not divide the linear attention's {} key and {} value "
+                         "heads",
+                         s.tp, g.num_key_heads, g.num_value_heads);
+    }
+  }
+  if ((m.uses(Mixer::linear) || m.uses(Mlp::linear) || m.mtp_num_layers > 0) &&
+      !divides(s.tp, m.hidden_size)) {
+    return fmt::format("tp {} does not divide the hidden size {}", s.tp, m.hidden_size);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::int64_t ChunkParam::numel() const { return product(shape); }
+
+std::int64_t ModelChunk::numel() const {
+  std::int64_t n = 0;
+  for (const ChunkParam& p : params) n += p.numel();
+  return n;
+}
+
+std::int64_t padded_vocab_size(const ModelSpec& model, std::int64_t tp) {
+  const std::int64_t multiple = model.make_vocab_size_divisible_by * tp;
+  return (model.vocab_size + multiple - 1) / multiple * multiple;
+}
+
+std::optional<std::string> split_problem(const ModelSpec& m, const TensorSplit& s) {
+  if (std::optional<std::string> p = mixer_split_problem(m, s)) return p;
+  for (const LayerSpec& l : m.layers) {
+    if (l.mlp == Mlp::dense && !divides(s.tp, m.dense_ffn(l))) {
+      return fmt::format("tp {} does not divide the MLP size {}", s.tp, m.dense_ffn(l));
+    }
+  }
+  if (!m.uses(Mlp::moe)) {
+    if (s.ep > 1) return fmt::format("ep {} needs a mixture-of-experts model", s.ep);
+    return std::nullopt;
+  }
+  if (!divides(s.ep, m.moe.num_experts)) {
+    return fmt::format("ep {} does not divide the {} experts", s.ep, m.moe.num_experts);
+  }
+  if (!divides(s.etp, m.moe.ffn_hidden_size)) {
+    return fmt::format("etp {} does not divide the expert MLP size {}", s.etp,
+                       m.moe.ffn_hidden_size);
+  }
+  if (!divides(s.tp, m.moe.shared_expert_size)) {
+    return fmt::format("tp {} does not divide the shared expert MLP size {}", s.tp,
+                       m.moe.shared_expert_size);
+  }
+  return std::nullopt;
+}
+
+ModelChunk build_chunk(const ModelSpec& model, const TensorSplit& split,
+                       const ChunkPlacement& placement) {
+  ModelChunk chunk;
+  model::ParamEmitter emit(model, split, chunk);
+  const bool tied = !model.untie_embeddings_and_output_weights;
+  const bool mtp = !placement.mtp_layers.empty();
+  const bool has_embedding = placement.pre_process || mtp;
+  const bool has_output = placement.post_process || (model.hybrid && mtp);
+  const bool output_weight = has_output && !(placement.pre_process && tied);
+  // Copies of the embedding weight that are reduced together across stages.
+  const bool shares = placement.pipeline_parallel && (tied || model.mtp_num_layers > 0);
+  const bool shared_copy = shares && ((placement.post_process && tied) || mtp) &&
+                           !placement.pre_process;
+  const bool shared_first = shares && placement.pre_process && !placement.post_process;
+
+  if (has_embedding) emit.embedding(shared_first || (shared_copy && has_embedding));
+  std::int64_t local = 0;
+  for (std::int64_t global : placement.layers) {
+    emit.layer(fmt::format("decoder.layers.{}.", local++),
+               model.layers[static_cast<std::size_t>(global)]);
+  }
+  if (placement.final_norm) emit.final_norm();
+  for (std::int64_t i : placement.mtp_layers) emit.mtp_layer(i);
+  if (output_weight) emit.output_layer(shared_copy && !has_embedding);
+
+  const std::int64_t pad_rows = (padded_vocab_size(model, split.tp) - model.vocab_size) / split.tp;
+  for (const ChunkParam& p : chunk.params) {
+    if (p.embedding_or_output) chunk.vocab_padding += pad_rows * model.hidden_size;
+  }
+  return chunk;
+}
+
+std::string chunk_manifest_json(const ModelChunk& chunk, std::string_view model, DType dtype,
+                                const ParallelConfig* parallel) {
+  std::string text;
+  json::Writer w(text);
+  w.raw("{\"schema\": \"paramlayout.manifest/v1\", \"model\": ").quoted(model);
+  if (parallel != nullptr) {
+    const ParallelConfig& p = *parallel;
+    w.raw(",\n \"parallel\": {\"tp\": ").integer(p.tp).raw(", \"pp\": ").integer(p.pp);
+    w.raw(", \"vpp\": ").integer(p.vpp).raw(", \"cp\": ").integer(p.cp);
+    w.raw(", \"ep\": ").integer(p.ep).raw(", \"etp\": ").integer(p.etp);
+    w.raw(", \"stage\": ").integer(p.stage).raw(", \"chunk\": ").integer(p.chunk).raw("}");
+  }
+  w.raw(",\n \"params\": [");
+  const char* sep = "\n  ";
+  for (const ChunkParam& p : chunk.params) {
+    w.raw(sep).raw("{\"name\": ").quoted(p.name).raw(", \"shape\": [");
+    for (std::size_t i = 0; i < p.shape.size(); ++i) {
+      if (i > 0) w.raw(", ");
+      w.integer(p.shape[i]);
+    }
+    w.raw("], \"dtype\": ").quoted(to_string(dtype));
+    if (p.expert_parallel) w.raw(", \"expert_parallel\": true");
+    if (p.embedding_or_output) w.raw(", \"embedding_or_output\": true");
+    if (p.shared_embedding) w.raw(", \"shared_embedding\": true");
+    if (!p.use_muon) w.raw(", \"use_muon\": false");
+    w.raw("}");
+    sep = ",\n  ";
+  }
+  w.raw("\n]}\n");
+  return text;
+}
+
+}  // namespace paramlayout

@@ -1,0 +1,251 @@
+// Inside a GPT decoder layer (TransformerLayer): the input norm where it is not fused into
+// linear_qkv (multi-latent attention), self_attention (core_attention's sinks, linear_proj,
+// then linear_qkv and the q/k norms, or MLA's projections), the pre-MLP norm (MoE layers
+// only: dense MLPs fuse it into linear_fc1), then the MLP or the MoE (router, experts,
+// shared experts). A hybrid model's layer holds one of these parts, or a Mamba mixer.
+#include "param_emitter.hpp"
+
+#include <fmt/format.h>
+
+namespace paramlayout::model {
+
+ChunkParam& ParamEmitter::add(std::string name, std::vector<std::int64_t> shape) {
+  ChunkParam& p = out_.params.emplace_back();
+  p.name = std::move(name);
+  p.shape = std::move(shape);
+  return p;
+}
+
+/// A norm module (TENorm): `weight`, and `bias` under LayerNorm.
+void ParamEmitter::norm(const std::string& prefix, std::int64_t n) {
+  add(prefix + "weight", {n});
+  if (m_.normalization == Normalization::layer_norm) add(prefix + "bias", {n});
+}
+
+/// A norm fused into the linear that follows it (TE's LayerNormLinear).
+void ParamEmitter::fused_norm(const std::string& prefix, std::int64_t n) {
+  add(prefix + "layer_norm_weight", {n});
+  if (m_.normalization == Normalization::layer_norm) add(prefix + "layer_norm_bias", {n});
+}
+
+void ParamEmitter::linear(const std::string& prefix, std::int64_t out, std::int64_t in,
+                          bool bias) {
+  add(prefix + "weight", {out, in});
+  if (bias) add(prefix + "bias", {out});
+}
+
+void ParamEmitter::embedding(bool shared) {
+  const std::int64_t rows = padded_vocab_size(m_, s_.tp) / s_.tp;
+  ChunkParam& e = add("embedding.word_embeddings.weight", {rows, m_.hidden_size});
+  e.embedding_or_output = true;
+  e.shared_embedding = shared;
+  if (m_.position_embedding == PositionEmbedding::learned_absolute) {
+    add("embedding.position_embeddings.weight", {m_.max_position_embeddings, m_.hidden_size});
+  }
+}
+
+void ParamEmitter::output_layer(bool shared) {
+  const std::int64_t rows = padded_vocab_size(m_, s_.tp) / s_.tp;
+  ChunkParam& p = add("output_layer.weight", {rows, m_.hidden_size});
+  p.embedding_or_output = true;
+  p.shared_embedding = shared;
+}
+
+void ParamEmitter::final_norm() {
+  norm(m_.hybrid ? "decoder.final_norm." : "decoder.final_layernorm.", m_.hidden_size);
+}
+
+void ParamEmitter::mtp_layer(std::int64_t index) {
+  const std::string p = fmt::format("mtp.layers.{}.", index);
+  norm(p + "enorm.", m_.hidden_size);
+  norm(p + "hnorm.", m_.hidden_size);
+  linear(p + "eh_proj.", m_.hidden_size / s_.tp, 2 * m_.hidden_size, false);
+  if (m_.hybrid) {
+    for (std::size_t j = 0; j < m_.hybrid_mtp_layers.size(); ++j) {
+      layer(fmt::format("{}mtp_model_layer.layers.{}.", p, j), m_.hybrid_mtp_layers[j]);
+    }
+  } else {
+    layer(p + "mtp_model_layer.", m_.mtp_layer());
+  }
+  norm(p + "final_layernorm.", m_.hidden_size);
+}
+
+void ParamEmitter::layer(const std::string& prefix, const LayerSpec& layer) {
+  switch (layer.mixer) {
+    case Mixer::attention:
+      attention(prefix, layer);
+      break;
+    case Mixer::mamba:
+      mamba(prefix + "mixer.");
+      break;
+    case Mixer::gated_delta_net:
+      gated_delta_net(prefix + "self_attention.");
+      break;
+    case Mixer::linear:
+      linear_replacement(prefix + "self_attention.");
+      break;
+    case Mixer::none:
+      break;
+  }
+  switch (layer.mlp) {
+    case Mlp::dense:
+      fused_norm(prefix + "mlp.linear_fc1.", m_.hidden_size);
+      dense_mlp(prefix + "mlp.", m_.dense_ffn(layer));
+      break;
+    case Mlp::moe:
+      moe(prefix);
+      break;
+    case Mlp::linear:
+      linear_replacement(prefix + "mlp.");
+      break;
+    case Mlp::none:
+      break;
+  }
+}
+
+void ParamEmitter::attention(const std::string& p, const LayerSpec& layer) {
+  const std::int64_t h = m_.hidden_size;
+  const std::int64_t tp = s_.tp;
+  const std::int64_t heads = m_.num_attention_heads;
+  const std::string a = p + "self_attention.";
+  if (m_.mla) norm(p + "input_layernorm.", h);
+  if (m_.softmax_offset) add(a + "core_attention.softmax_offset", {heads / tp});
+  if (m_.mla) {
+    mla(a);
+    return;
+  }
+  const std::int64_t d = m_.head_dim();
+  linear(a + "linear_proj.", h, heads * d / tp, m_.add_bias_linear);
+  const std::int64_t gate = m_.attention_output_gate ? heads : 0;
+  fused_norm(a + "linear_qkv.", h);
+  linear(a + "linear_qkv.", (heads + gate + 2 * m_.query_groups(layer)) * d / tp, h,
+         m_.add_bias_linear || m_.add_qkv_bias);
+  if (m_.qk_layernorm) {
+    norm(a + "q_layernorm.", d);
+    norm(a + "k_layernorm.", d);
+  }
+}
+
+/// Multi-latent attention: with qk_layernorm, the query and key/value up projections
+/// (linear_q_proj without query compression) fuse their norms.
+void ParamEmitter::mla(const std::string& a) {
+  const MlaSpec& mla = *m_.mla;
+  const std::int64_t h = m_.hidden_size;
+  const std::int64_t tp = s_.tp;
+  const std::int64_t heads = m_.num_attention_heads;
+  linear(a + "linear_proj.", h, heads * mla.v_head_dim / tp, m_.add_bias_linear);
+  const std::int64_t q_out = heads * (mla.qk_head_dim + mla.qk_pos_emb_head_dim) / tp;
+  if (mla.q_lora_rank > 0) {
+    linear(a + "linear_q_down_proj.", mla.q_lora_rank, h, false);
+    if (m_.qk_layernorm) fused_norm(a + "linear_q_up_proj.", mla.q_lora_rank);
+    linear(a + "linear_q_up_proj.", q_out, mla.q_lora_rank, false);
+  } else {
+    if (m_.qk_layernorm) fused_norm(a + "linear_q_proj.", h);
+    linear(a + "linear_q_proj.", q_out, h, false);
+  }
+  linear(a + "linear_kv_down_proj.", mla.kv_lora_rank + mla.qk_pos_emb_head_dim, h, false);
+  if (m_.qk_layernorm) fused_norm(a + "linear_kv_up_proj.", mla.kv_lora_rank);
+  linear(a + "linear_kv_up_proj.", heads * (mla.qk_head_dim + mla.v_head_dim) / tp,
+         mla.kv_lora_rank, false);
+}
+
+/// A Mamba-2 mixer: its own conv, dt, A and D params first, then in_proj (with the layer's
+/// norm fused, never Muon-managed), the gated norm and out_proj.
+void ParamEmitter::mamba(const std::string& x) {
+  const MambaSpec& mamba = m_.mamba;
+  const std::int64_t tp = s_.tp;
+  const std::int64_t h = m_.hidden_size;
+  const std::int64_t inner = mamba.inner(h);
+  const std::int64_t heads = mamba.heads(h);
+  const std::int64_t state = mamba.num_groups * mamba.state_dim;
+  const std::int64_t conv = (inner + 2 * state) / tp;
+  add(x + "conv1d_weight", {conv, 1, 4});
+  add(x + "conv1d_bias", {conv});
+  add(x + "dt_bias", {heads / tp});
+  add(x + "A_log", {heads / tp});
+  add(x + "D", {heads / tp});
+  fused_norm(x + "in_proj.", h);
+  add(x + "in_proj.weight", {(2 * inner + 2 * state + heads) / tp, h}).use_muon = false;
+  add(x + "norm.weight", {inner / tp});
+  add(x + "out_proj.weight", {h, inner / tp});
+}
+
+/// Linear attention (gated delta net): dt and A first, then in_proj (with the layer's norm
+/// fused), the depthwise conv, the output norm and out_proj; no biases.
+void ParamEmitter::gated_delta_net(const std::string& a) {
+  const GatedDeltaNetSpec& g = m_.gated_delta_net;
+  const std::int64_t tp = s_.tp;
+  const std::int64_t qk = g.key_head_dim * g.num_key_heads;
+  const std::int64_t v = g.value_head_dim * g.num_value_heads;
+  add(a + "dt_bias", {g.num_value_heads / tp});
+  add(a + "A_log", {g.num_value_heads / tp});
+  fused_norm(a + "in_proj.", m_.hidden_size);
+  add(a + "in_proj.weight", {(2 * qk + 2 * v + 2 * g.num_value_heads) / tp, m_.hidden_size});
+  add(a + "conv1d.weight", {(2 * qk + v) / tp, 1, g.conv_kernel});
+  norm(a + "out_norm.", g.value_head_dim);
+  add(a + "out_proj.weight", {m_.hidden_size, v / tp});
+}
+
+/// A heterogeneous model's linear stand-in for a mixer or MLP (with its norm fused).
+void ParamEmitter::linear_replacement(const std::string& prefix) {
+  fused_norm(prefix, m_.hidden_size);
+  linear(prefix, m_.hidden_size / s_.tp, m_.hidden_size, m_.add_bias_linear);
+}
+
+/// linear_fc1 (gate and up under a gated linear unit) and linear_fc2.
+void ParamEmitter::dense_mlp(const std::string& m, std::int64_t ffn) {
+  const std::int64_t fc1 = m_.gated_linear_unit ? 2 : 1;
+  linear(m + "linear_fc1.", fc1 * ffn / s_.tp, m_.hidden_size, m_.add_bias_linear);
+  linear(m + "linear_fc2.", m_.hidden_size, ffn / s_.tp, m_.add_bias_linear);
+}
+
+void ParamEmitter::moe(const std::string& p) {
+  const MoeSpec& moe = m_.moe;
+  const std::int64_t h = m_.hidden_size;
+  const std::string m = p + "mlp.";
+  norm(p + "pre_mlp_layernorm.", h);
+  linear(m + "router.", moe.num_experts, h, m_.add_bias_linear);
+  experts(m + "experts.");
+  if (moe.shared_expert_size > 0) {
+    const std::string shared = m + "shared_experts.";
+    if (moe.shared_expert_gate) add(shared + "gate_weight", {1, h});
+    dense_mlp(shared, moe.shared_expert_size);
+  }
+}
+
+void ParamEmitter::experts(const std::string& e) {
+  const std::int64_t h = m_.hidden_size;
+  const std::int64_t ffn = m_.moe.ffn_hidden_size;
+  const std::int64_t fc1 = (m_.gated_linear_unit ? 2 : 1) * ffn / s_.etp;
+  const std::int64_t fc2_in = ffn / s_.etp;
+  const std::size_t first = out_.params.size();
+  if (m_.moe.grouped_gemm || m_.hybrid) {
+    grouped_experts(e, fc1, fc2_in);
+  } else {
+    for (std::int64_t i = 0; i < m_.moe.num_experts / s_.ep; ++i) {
+      const std::string x = fmt::format("{}local_experts.{}.", e, i);
+      linear(x + "linear_fc1.", fc1, h, m_.add_bias_linear);
+      linear(x + "linear_fc2.", h, fc2_in, m_.add_bias_linear);
+    }
+  }
+  for (std::size_t i = first; i < out_.params.size(); ++i) {
+    out_.params[i].expert_parallel = s_.experts_apart();
+  }
+}
+
+/// TE's grouped linears register weight<i> and bias<i> in turn, for each local expert.
+void ParamEmitter::grouped_experts(const std::string& e, std::int64_t fc1, std::int64_t fc2_in) {
+  const std::int64_t h = m_.hidden_size;
+  const std::int64_t local = m_.moe.num_experts / s_.ep;
+  const bool bias = m_.add_bias_linear;
+  for (std::int64_t i = 0; i < local; ++i) {
+    add(fmt::format("{}linear_fc1.weight{}", e, i), {fc1, h});
+    if (bias) add(fmt::format("{}linear_fc1.bias{}", e, i), {fc1});
+  }
+  for (std::int64_t i = 0; i < local; ++i) {
+    add(fmt::format("{}linear_fc2.weight{}", e, i), {h, fc2_in});
+    if (bias) add(fmt::format("{}linear_fc2.bias{}", e, i), {h});
+  }
+}
+
+}  // namespace paramlayout::model

@@ -1,0 +1,46 @@
+// Appends the params Megatron-LM's modules register (Transformer Engine layer spec), module
+// by module, in registration order: a module's own params before its children's.
+#pragma once
+
+#include <string>
+
+#include "paramlayout/model_chunk.hpp"
+
+namespace paramlayout::model {
+
+class ParamEmitter {
+ public:
+  ParamEmitter(const ModelSpec& model, const TensorSplit& split, ModelChunk& out)
+      : m_(model), s_(split), out_(out) {}
+
+  /// embedding.word_embeddings (and learned position embeddings).
+  void embedding(bool shared);
+  /// One decoder layer under `prefix` ("decoder.layers.3.").
+  void layer(const std::string& prefix, const LayerSpec& layer);
+  /// decoder.final_layernorm, or a hybrid model's decoder.final_norm.
+  void final_norm();
+  /// mtp.layers.<index>: its norms and projection, the layer(s) it holds, its final norm.
+  void mtp_layer(std::int64_t index);
+  void output_layer(bool shared);
+
+ private:
+  ChunkParam& add(std::string name, std::vector<std::int64_t> shape);
+  void norm(const std::string& prefix, std::int64_t n);
+  void fused_norm(const std::string& prefix, std::int64_t n);
+  void linear(const std::string& prefix, std::int64_t out, std::int64_t in, bool bias);
+  void attention(const std::string& p, const LayerSpec& layer);
+  void mla(const std::string& a);
+  void mamba(const std::string& p);
+  void gated_delta_net(const std::string& a);
+  void dense_mlp(const std::string& m, std::int64_t ffn);
+  void moe(const std::string& p);
+  void experts(const std::string& e);
+  void grouped_experts(const std::string& e, std::int64_t fc1, std::int64_t fc2_in);
+  void linear_replacement(const std::string& prefix);
+
+  const ModelSpec& m_;
+  const TensorSplit& s_;
+  ModelChunk& out_;
+};
+
+}  // namespace paramlayout::model
