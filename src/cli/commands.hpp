@@ -94,4 +94,16 @@ struct SynthCommand {
 CLI::App* setup_synth(CLI::App& app, SynthCommand& command);
 int run_synth(const SynthCommand& command);
 
+struct JobCommand {
+  std::int64_t world_size = 0;
+  std::string hf_config;  ///< "" when the model arguments describe the model
+  std::string output;     ///< "" for the summary only
+  std::string packer = "megatron";
+  std::string model;  ///< "" for a name from the config's path
+  bool quiet = false;
+  std::vector<std::string> args;  ///< Megatron-LM's arguments
+};
+CLI::App* setup_job(CLI::App& app, JobCommand& command);
+int run_job(const JobCommand& command);
+
 }  // namespace paramlayout::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   SynthCommand synth;
   StatsCommand stats;
   RenderCommand render;
+  JobCommand job;
   CLI::App* plan_app = setup_plan(app, plan);
   CLI::App* check_app = setup_check(app, check);
   CLI::App* verify_app = setup_verify(app, verify);
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   CLI::App* synth_app = setup_synth(app, synth);
   CLI::App* stats_app = setup_stats(app, stats);
   CLI::App* render_app = setup_render(app, render);
+  CLI::App* job_app = setup_job(app, job);
 
   try {
     app.parse(argc, argv);
@@ -47,5 +49,6 @@ int main(int argc, char** argv) {
   if (synth_app->parsed()) return run_synth(synth);
   if (stats_app->parsed()) return run_stats(stats);
   if (render_app->parsed()) return run_render(render);
+  if (job_app->parsed()) return run_job(job);
   return kExitBadInput;
 }

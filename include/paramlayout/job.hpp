@@ -1,0 +1,89 @@
+// A whole training job: the model, how the world is split, and how DistributedDataParallel
+// and the optimizer lay out each model chunk's buffers; planned chunk by chunk.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "paramlayout/error.hpp"
+#include "paramlayout/layout.hpp"
+#include "paramlayout/manifest.hpp"
+#include "paramlayout/model.hpp"
+#include "paramlayout/pipeline.hpp"
+#include "paramlayout/stats.hpp"
+
+namespace paramlayout {
+
+/// What decides a job's layouts, with Megatron-LM's derived values.
+struct JobSpec {
+  std::string model_name;  ///< for the manifests' `model`
+  ModelSpec model;
+  std::int64_t world_size = 1;
+  ParallelConfig parallel;   ///< tp, pp, vpp, cp, ep, etp (stage and chunk unused)
+  PipelineConfig pipeline;   ///< the layer split
+  bool mtp_repeated_layer = false;  ///< --mtp-use-repeated-layer: only mtp.layers.0 is built
+  std::int64_t dp = 1;         ///< world / (tp x pp x cp)
+  std::int64_t expert_dp = 1;  ///< world / (etp x ep x pp)
+  std::int64_t optimizer_instances = 1;  ///< --num-distributed-optimizer-instances
+  DType param_dtype = DType::float32;
+  bool grad_reduce_in_fp32 = false;
+  Strategy strategy = Strategy::unpadded;
+  Packer packer = Packer::megatron;
+  bool pad_for_high_nccl_busbw = false;
+  /// Bucketing: none without --overlap-grad-reduce; else --ddp-bucket-size, or the rank's
+  /// params / --ddp-num-buckets, or max(40M, 1M x dp x cp).
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather_with_optimizer_step = false;
+  std::optional<std::int64_t> ddp_bucket_size;
+  std::optional<std::int64_t> ddp_num_buckets;
+  std::vector<std::string> ignored_arguments;  ///< arguments that do not change the layout
+  std::vector<std::string> notes;              ///< for people: choices made, defaults taken
+
+  /// Ranks a dense buffer is sharded over: dp x cp / optimizer instances.
+  std::int64_t dense_shards() const;
+  /// Ranks an expert-parallel buffer is sharded over: expert dp / optimizer instances.
+  std::int64_t expert_shards() const;
+};
+
+/// One (stage, chunk): its manifest, its layout and their figures.
+struct JobChunk {
+  ChunkPlacement placement;
+  std::string manifest_json;
+  Manifest manifest;
+  Layout layout;
+  LayoutStats stats;
+  std::int64_t param_elements = 0;
+};
+
+/// Every chunk of a job, stage-major, and which stage needs the most memory per rank.
+struct JobPlan {
+  std::vector<JobChunk> chunks;
+  std::int64_t heaviest_stage = 0;
+};
+
+/// The buffers' bucket size for a chunk, as Megatron-LM decides it: only the first chunk
+/// of the first pipeline stage is bucketed; `stage_params` is that stage's param count.
+std::optional<std::int64_t> job_bucket_size(const JobSpec& job, const ChunkPlacement& chunk,
+                                            std::int64_t stage_params);
+
+/// Builds and plans every chunk. Fails when the model cannot be split as asked.
+Result<JobPlan> plan_job(const JobSpec& job);
+
+/// Bytes per rank of one pipeline stage: its chunks' params, grads and optimizer state.
+struct StageMemory {
+  double params = 0;
+  double grads = 0;
+  double optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+};
+StageMemory stage_memory(const JobPlan& plan, std::int64_t stage);
+
+/// `job.json` (paramlayout.job/v1): the job's sizes and, per chunk, what it builds, its files
+/// (`manifest_file` and `layout_file` give each chunk's file names) and its figures.
+std::string write_job_json(const JobSpec& job, const JobPlan& plan,
+                           const std::vector<std::string>& manifest_files,
+                           const std::vector<std::string>& layout_files);
+
+}  // namespace paramlayout

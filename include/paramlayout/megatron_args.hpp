@@ -1,0 +1,25 @@
+// Megatron-LM's training arguments -> a job: the parallel sizes, the pipeline split, the
+// optimizer and DDP settings and (without a Hugging Face config) the model, with
+// Megatron-LM's defaults and derived values (megatron/training/arguments.py,
+// megatron/core/parallel_state.py).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "paramlayout/error.hpp"
+#include "paramlayout/hf_config.hpp"
+#include "paramlayout/job.hpp"
+
+namespace paramlayout {
+
+/// Reads `args` as a launch script passes them to pretrain_gpt.py (or pretrain_mamba.py) on
+/// `world_size` ranks. With `hf`, the model's shapes come from its config and model
+/// arguments in `args` must agree with it. Arguments that do not change the layout are
+/// listed in JobSpec::ignored_arguments; ones that change it in ways paramlayout does not
+/// model are errors that say so.
+Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
+                                       std::int64_t world_size, const HfModel* hf);
+
+}  // namespace paramlayout

@@ -1,0 +1,213 @@
+// paramlayout job: a Megatron-LM launch line on N GPUs -> every stage's and chunk's manifest
+// and layout, job.json, and the memory each stage needs per rank.
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "commands.hpp"
+#include "flags.hpp"
+#include "io.hpp"
+#include "paramlayout/hf_config.hpp"
+#include "paramlayout/layout_json.hpp"
+#include "paramlayout/megatron_args.hpp"
+#include "paramlayout/text.hpp"
+
+namespace paramlayout::cli {
+namespace {
+
+/// The model's name: --model, else the config's folder or file name, else "model".
+std::string model_name(const JobCommand& c) {
+  if (!c.model.empty()) return c.model;
+  if (c.hf_config.empty()) return "model";
+  const std::filesystem::path path(c.hf_config);
+  return path.filename() == "config.json" && path.has_parent_path()
+             ? path.parent_path().filename().string()
+             : path.stem().string();
+}
+
+Result<JobSpec> read_job(const JobCommand& c) {
+  std::optional<HfModel> hf;
+  if (!c.hf_config.empty()) {
+    Result<std::string> text = read_file(c.hf_config);
+    if (!text) return text.error();
+    Result<HfModel> model = read_hf_config(*text, c.hf_config);
+    if (!model) return model.error();
+    hf = std::move(*model);
+  }
+  Result<JobSpec> job = job_from_megatron_args(c.args, c.world_size, hf ? &*hf : nullptr);
+  if (!job) return job.error();
+  job->model_name = model_name(c);
+  job->packer = *parse_packer(c.packer);
+  return job;
+}
+
+/// "E 0-2", "33-34", "59-60 mtp 0 L": what a chunk builds.
+std::string describe_chunk(const ChunkPlacement& p) {
+  std::vector<std::string> parts;
+  if (p.pre_process) parts.emplace_back("E");
+  if (p.layers.size() == 1) parts.push_back(fmt::format("{}", p.layers.front()));
+  if (p.layers.size() > 1) parts.push_back(fmt::format("{}-{}", p.layers.front(), p.layers.back()));
+  if (!p.mtp_layers.empty()) {
+    parts.push_back(p.mtp_layers.size() == 1
+                        ? fmt::format("mtp {}", p.mtp_layers.front())
+                        : fmt::format("mtp {}-{}", p.mtp_layers.front(), p.mtp_layers.back()));
+  }
+  if (p.post_process) parts.emplace_back("L");
+  return parts.empty() ? std::string("-") : fmt::format("{}", fmt::join(parts, " "));
+}
+
+void print_header(std::FILE* out, const JobSpec& job) {
+  const ParallelConfig& p = job.parallel;
+  fmt::print(out, "{}: {} GPUs = tp {} x pp {} x cp {} x dp {}", job.model_name,
+             group_digits(job.world_size), p.tp, p.pp, p.cp, job.dp);
+  if (job.model.moe.num_experts > 0) {
+    fmt::print(out, "; experts: ep {} x etp {} x expert dp {}", p.ep, p.etp, job.expert_dp);
+  }
+  if (p.vpp > 1) fmt::print(out, "; {} virtual chunks per stage", p.vpp);
+  const DType grad = job.grad_reduce_in_fp32 ? DType::float32 : job.param_dtype;
+  fmt::print(out, "\n  {}, {} params, {} grads; buffers sharded over {} ranks", to_string(job.strategy),
+             to_string(job.param_dtype), to_string(grad), job.dense_shards());
+  if (job.model.moe.num_experts > 0) {
+    fmt::print(out, " (expert buffers over {})", job.expert_shards());
+  }
+  fmt::print(out, "\n");
+  for (const std::string& note : job.notes) fmt::print(out, "  note: {}\n", note);
+  if (!job.ignored_arguments.empty()) {
+    constexpr std::size_t kShown = 6;
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < job.ignored_arguments.size() && i < kShown; ++i) {
+      const std::string& a = job.ignored_arguments[i];
+      names.push_back(a.substr(0, a.find(' ')));
+    }
+    const std::size_t more = job.ignored_arguments.size() - names.size();
+    fmt::print(out, "  ignored {} arguments that do not change the layout: {}{}\n",
+               job.ignored_arguments.size(), fmt::join(names, ", "),
+               more > 0 ? fmt::format(" and {} more (job.json lists them)", more) : "");
+  }
+}
+
+void print_table(std::FILE* out, const JobSpec& job, const JobPlan& plan) {
+  constexpr const char* kRow = "  {:>5} {:>5}  {:<16} {:>17} {:>8} {:>11} {:>11} {:>11} {:>11}\n";
+  fmt::print(out, "\n");
+  fmt::print(out, kRow, "stage", "chunk", "builds", "param elements", "padding", "params/rank",
+             "grads/rank", "optim/rank", "total/rank");
+  for (std::int64_t stage = 0; stage < job.parallel.pp; ++stage) {
+    for (const JobChunk& c : plan.chunks) {
+      if (c.placement.stage != stage) continue;
+      const LayoutStats& s = c.stats;
+      std::int64_t numel = 0;
+      for (const BufferLayout& b : c.layout.buffers) numel += b.numel;
+      const double padding =
+          numel == 0 ? 0.0 : 100.0 * static_cast<double>(numel - s.param_elements) / numel;
+      fmt::print(out, kRow, stage, c.placement.chunk, describe_chunk(c.placement),
+                 group_digits(c.param_elements), fmt::format("{:.2f}%", padding),
+                 human_bytes(s.param_bytes), human_bytes(s.grad_bytes),
+                 human_bytes(s.optimizer_bytes),
+                 human_bytes(s.param_bytes + s.grad_bytes + s.optimizer_bytes));
+    }
+    if (job.parallel.vpp > 1) {
+      const StageMemory m = stage_memory(plan, stage);
+      fmt::print(out, kRow, stage, "all", "", "", "", human_bytes(m.params), human_bytes(m.grads),
+                 human_bytes(m.optimizer), human_bytes(m.total()));
+    }
+  }
+  const StageMemory heaviest = stage_memory(plan, plan.heaviest_stage);
+  fmt::print(out, "  heaviest stage: {}, {} per rank (params {}, grads {}, optimizer state {})\n",
+             plan.heaviest_stage, human_bytes(heaviest.total()), human_bytes(heaviest.params),
+             human_bytes(heaviest.grads), human_bytes(heaviest.optimizer));
+}
+
+Result<void> write_outputs(const std::string& dir, const JobSpec& job, const JobPlan& plan) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    return Error{dir + ": cannot use as the output directory" +
+                 (ec ? ": " + ec.message() : std::string())};
+  }
+  std::vector<std::string> manifests;
+  std::vector<std::string> layouts;
+  for (const JobChunk& c : plan.chunks) {
+    const std::string stem = fmt::format("stage{}.chunk{}", c.placement.stage, c.placement.chunk);
+    manifests.push_back(stem + ".manifest.json");
+    layouts.push_back(stem + ".layout.json");
+  }
+  const std::filesystem::path base(dir);
+  for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
+    const JobChunk& c = plan.chunks[i];
+    if (Result<void> r = write_file_atomically((base / manifests[i]).string(), c.manifest_json);
+        !r) {
+      return r;
+    }
+    if (Result<void> r = write_file_atomically((base / layouts[i]).string(),
+                                               write_layout_json(c.layout, &c.stats));
+        !r) {
+      return r;
+    }
+  }
+  return write_file_atomically((base / "job.json").string(),
+                               write_job_json(job, plan, manifests, layouts));
+}
+
+}  // namespace
+
+CLI::App* setup_job(CLI::App& app, JobCommand& command) {
+  CLI::App* sub = app.add_subcommand(
+      "job", "Plan every stage and chunk of a Megatron-LM training job from its launch line");
+  sub->add_option("--world-size", command.world_size, "GPUs the job runs on")
+      ->required()
+      ->check(integer_in(1, std::int64_t{1} << 24));
+  sub->add_option("--hf-config", command.hf_config,
+                  "The model's Hugging Face config.json (else Megatron-LM's model arguments "
+                  "describe it)")
+      ->type_name("FILE");
+  sub->add_option("-o,--output", command.output,
+                  "Write stageS.chunkC.{manifest,layout}.json and job.json into this directory "
+                  "(without it, only the summary)")
+      ->type_name("DIR");
+  sub->add_option("--packer", command.packer,
+                  "Layerwise packing: megatron (Megatron-LM's, bit-exact) or balanced")
+      ->type_name("NAME")
+      ->check(one_of({"megatron", "balanced"}))
+      ->capture_default_str();
+  sub->add_option("--model", command.model, "The model's name in the manifests");
+  sub->add_flag("-q,--quiet", command.quiet, "No summary");
+  sub->add_option("ARGS", command.args,
+                  "Megatron-LM's training arguments, after --, as in the launch script")
+      ->type_name("-- ARGS...");
+  sub->footer("Example:\n  paramlayout job --world-size 64 -o job/ -- --num-layers 32 "
+              "--hidden-size 4096 \\\n    --num-attention-heads 32 --seq-length 4096 "
+              "--max-position-embeddings 4096 --vocab-size 128256 \\\n"
+              "    --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --bf16 "
+              "--use-distributed-optimizer");
+  return sub;
+}
+
+int run_job(const JobCommand& command) {
+  Result<JobSpec> job = read_job(command);
+  if (!job) {
+    print_error(job.error());
+    return kExitBadInput;
+  }
+  Result<JobPlan> plan = plan_job(*job);
+  if (!plan) {
+    print_error(plan.error());
+    return kExitBadInput;
+  }
+  if (!command.output.empty()) {
+    if (Result<void> written = write_outputs(command.output, *job, *plan); !written) {
+      print_error(written.error());
+      return kExitBadInput;
+    }
+  }
+  if (!command.quiet) {
+    print_header(stdout, *job);
+    print_table(stdout, *job, *plan);
+    if (!command.output.empty()) {
+      fmt::print("wrote {} files to {}: job.json and each stageS.chunkC's manifest and layout\n",
+                 2 * plan->chunks.size() + 1, command.output);
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace paramlayout::cli

@@ -1,0 +1,270 @@
+// Megatron-LM's parallel, pipeline, precision, optimizer and DDP arguments, with the values
+// validate_args and initialize_model_parallel derive from them.
+#include "paramlayout/megatron_args.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "arg_map.hpp"
+#include "model_args.hpp"
+
+namespace paramlayout {
+namespace {
+
+using job::ArgMap;
+
+constexpr std::int64_t kMaxParallel = std::int64_t{1} << 20;
+
+void read_parallel(ArgMap& a, JobSpec& job) {
+  ParallelConfig& p = job.parallel;
+  p.tp = a.integer("--tensor-model-parallel-size", 1, 1, kMaxParallel);
+  p.pp = a.integer("--pipeline-model-parallel-size", 1, 1, kMaxParallel);
+  p.cp = a.integer("--context-parallel-size", 1, 1, kMaxParallel);
+  p.ep = a.integer("--expert-model-parallel-size", 1, 1, kMaxParallel);
+  p.etp = a.integer("--expert-tensor-parallel-size", p.tp, 1, kMaxParallel);
+  const std::pair<std::string_view, std::int64_t> kWeightShards[] = {
+      {"--tensor-parallel-num-weight-shards", p.tp},
+      {"--expert-tensor-parallel-num-weight-shards", p.etp}};
+  for (const auto& [shards, tp] : kWeightShards) {
+    if (std::optional<std::int64_t> n = a.maybe_integer(shards, 1, kMaxParallel); n && *n != tp) {
+      a.fail(shards, "weight sharding beyond tensor parallelism (GTP) reshapes params, which "
+                     "paramlayout does not model");
+    }
+  }
+  if (a.failed()) return;
+  const std::int64_t model = p.tp * p.pp * p.cp;
+  if (job.world_size % model != 0) {
+    a.fail("--world-size", fmt::format("{} is not divisible by tp x pp x cp = {} x {} x {} = {}",
+                                       job.world_size, p.tp, p.pp, p.cp, model));
+    return;
+  }
+  job.dp = job.world_size / model;
+  const std::int64_t expert_model = p.etp * p.ep * p.pp;
+  if (job.world_size % expert_model != 0) {
+    a.fail("--world-size", fmt::format("{} is not divisible by etp x ep x pp = {} x {} x {} = {} "
+                                       "(the expert model-parallel size)",
+                                       job.world_size, p.etp, p.ep, p.pp, expert_model));
+    return;
+  }
+  job.expert_dp = job.world_size / expert_model;
+  if (a.flag("--use-tp-pp-dp-mapping") && p.pp > 1 && job.expert_dp != job.dp) {
+    a.fail("--use-tp-pp-dp-mapping", fmt::format("needs the same data-parallel size for the "
+                                                 "dense ({}) and expert ({}) layers",
+                                                 job.dp, job.expert_dp));
+  }
+}
+
+/// vpp from --num-layers-per-virtual-pipeline-stage or --num-virtual-stages-per-pipeline-rank
+/// (a layout string sets it itself), and the checks validate_args makes.
+void read_pipeline(ArgMap& a, JobSpec& job) {
+  PipelineConfig& c = job.pipeline;
+  c.pp = job.parallel.pp;
+  c.num_layers = job.model.num_layers();
+  c.mtp_num_layers = job.model.mtp_num_layers;
+  c.first_stage_layers = a.maybe_integer("--decoder-first-pipeline-num-layers", 1, 1 << 30);
+  c.last_stage_layers = a.maybe_integer("--decoder-last-pipeline-num-layers", 1, 1 << 30);
+  c.account_for_embedding = a.flag("--account-for-embedding-in-pipeline-split");
+  c.account_for_loss = a.flag("--account-for-loss-in-pipeline-split");
+  c.layout = a.string("--pipeline-model-parallel-layout").value_or("");
+  const std::optional<std::int64_t> per_stage =
+      a.maybe_integer("--num-layers-per-virtual-pipeline-stage", 1, 1 << 30);
+  const std::optional<std::int64_t> stages =
+      a.maybe_integer("--num-virtual-stages-per-pipeline-rank", 1, 1 << 30);
+  const bool overlap_p2p = !a.flag("--no-overlap-p2p-communication");
+  if (a.failed()) return;
+  if (int(per_stage.has_value()) + int(stages.has_value()) + int(!c.layout.empty()) > 1) {
+    a.fail("--pipeline-model-parallel-layout",
+           "at most one of --num-layers-per-virtual-pipeline-stage, "
+           "--num-virtual-stages-per-pipeline-rank and --pipeline-model-parallel-layout");
+    return;
+  }
+  if (!c.layout.empty() && (c.first_stage_layers || c.last_stage_layers ||
+                            c.account_for_embedding || c.account_for_loss)) {
+    a.fail("--pipeline-model-parallel-layout", "cannot be combined with the other pipeline "
+                                               "split arguments");
+    return;
+  }
+  if (job.model.hybrid && (!c.layout.empty() || per_stage || stages ||
+                           c.account_for_embedding || c.account_for_loss)) {
+    a.fail("--hybrid-layer-pattern", "splits the pipeline itself ('|'); it cannot be combined "
+                                     "with a layout, virtual stages or account-for arguments");
+    return;
+  }
+  if (per_stage) {
+    if (c.first_stage_layers || c.last_stage_layers) {
+      a.fail("--num-layers-per-virtual-pipeline-stage",
+             "use --num-virtual-stages-per-pipeline-rank with uneven first or last stages");
+      return;
+    }
+    const std::int64_t counted = c.num_layers + c.account_for_embedding + c.account_for_loss;
+    if (counted % c.pp != 0 || (counted / c.pp) % *per_stage != 0) {
+      a.fail("--num-layers-per-virtual-pipeline-stage",
+             fmt::format("{} does not divide the {} layers of each of the {} pipeline stages",
+                         *per_stage, counted / c.pp, c.pp));
+      return;
+    }
+    c.vpp = counted / c.pp / *per_stage;
+  } else if (stages) {
+    c.vpp = *stages;
+  }
+  if (!c.layout.empty()) {
+    Result<std::vector<std::string>> layout = parse_pipeline_layout(c.layout);
+    if (layout) c.vpp = static_cast<std::int64_t>(layout->size()) / c.pp;
+  }
+  if (c.vpp > 1 && c.pp < (overlap_p2p ? 2 : 3)) {
+    a.fail("--pipeline-model-parallel-size",
+           overlap_p2p ? "must be greater than 1 with virtual pipeline stages"
+                       : "must be greater than 2 with virtual pipeline stages and "
+                         "--no-overlap-p2p-communication");
+    return;
+  }
+  job.parallel.vpp = std::max<std::int64_t>(c.vpp, 1);
+  job.mtp_repeated_layer = a.flag("--mtp-use-repeated-layer");
+}
+
+/// The optimizer decides the layout: the distributed optimizer shards buffers
+/// (sequential-dp), Muon and the other emerging optimizers with it place matrices whole
+/// (layerwise), and without it DDP packs buffers unpadded.
+void read_optimizer(ArgMap& a, JobSpec& job) {
+  const bool bf16 = a.flag("--bf16");
+  const bool fp16 = a.flag("--fp16");
+  if (bf16 && fp16) a.fail("--fp16", "cannot be combined with --bf16");
+  job.param_dtype = bf16 ? DType::bfloat16 : fp16 ? DType::float16 : DType::float32;
+  const std::string optimizer = a.string("--optimizer").value_or("adam");
+  static const std::vector<std::string_view> kKnown = {"adam", "sgd", "muon", "dist_muon",
+                                                       "lion", "soap", "adaptive_muon"};
+  if (std::find(kKnown.begin(), kKnown.end(), std::string_view(optimizer)) == kKnown.end()) {
+    a.fail("--optimizer", fmt::format("expected one of {}, got '{}'", fmt::join(kKnown, ", "),
+                                      optimizer));
+  }
+  const bool emerging = optimizer != "adam" && optimizer != "sgd";
+  if (emerging && fp16) a.fail("--optimizer", fmt::format("{} does not support --fp16", optimizer));
+  const bool distributed = a.flag("--use-distributed-optimizer") || optimizer == "dist_muon";
+  const bool layerwise_layout = !a.flag("--no-use-layer-wise-param-layout");
+  job.strategy = !distributed                   ? Strategy::unpadded
+                 : emerging && layerwise_layout ? Strategy::layerwise
+                 : emerging                     ? Strategy::unpadded
+                                                : Strategy::sequential_dp;
+
+  const bool accumulate_fp32 = a.flag("--accumulate-allreduce-grads-in-fp32");
+  const bool reduce_bf16 = a.flag("--grad-reduce-in-bf16");
+  const std::string main_grads = a.string("--main-grads-dtype").value_or("fp32");
+  if (main_grads != "fp32" && main_grads != "bf16") {
+    a.fail("--main-grads-dtype", fmt::format("expected fp32 or bf16, got '{}'", main_grads));
+  } else if (accumulate_fp32 && main_grads == "bf16") {
+    a.fail("--main-grads-dtype", "can only be fp32 with --accumulate-allreduce-grads-in-fp32");
+  }
+  job.grad_reduce_in_fp32 = bf16 ? !reduce_bf16 && main_grads == "fp32" : accumulate_fp32;
+  if (bf16 && job.grad_reduce_in_fp32 && !accumulate_fp32) {
+    job.notes.emplace_back("grads are reduced in float32: --bf16 implies "
+                           "--accumulate-allreduce-grads-in-fp32 (--grad-reduce-in-bf16 "
+                           "reduces them in bfloat16)");
+  }
+
+  job.overlap_grad_reduce = a.flag("--overlap-grad-reduce");
+  const bool overlap_param_gather = a.flag("--overlap-param-gather");
+  job.overlap_param_gather_with_optimizer_step =
+      a.flag("--overlap-param-gather-with-optimizer-step");
+  if (overlap_param_gather && !(distributed && job.overlap_grad_reduce)) {
+    a.fail("--overlap-param-gather", "needs --use-distributed-optimizer and "
+                                     "--overlap-grad-reduce");
+  }
+  if (job.overlap_param_gather_with_optimizer_step &&
+      (!overlap_param_gather || job.strategy != Strategy::sequential_dp)) {
+    a.fail("--overlap-param-gather-with-optimizer-step",
+           "needs --overlap-param-gather and the distributed optimizer (not Muon's layer-wise "
+           "one)");
+  }
+  job.ddp_bucket_size = a.maybe_integer("--ddp-bucket-size", 1, std::int64_t{1} << 50);
+  job.ddp_num_buckets = a.maybe_integer("--ddp-num-buckets", 1, std::int64_t{1} << 30);
+  if (job.ddp_bucket_size && job.ddp_num_buckets) {
+    a.fail("--ddp-num-buckets", "cannot be combined with --ddp-bucket-size");
+  }
+  job.pad_for_high_nccl_busbw = a.flag("--ddp-pad-buckets-for-high-nccl-busbw");
+  a.flag("--ddp-average-in-collective");
+  job.optimizer_instances = a.integer("--num-distributed-optimizer-instances", 1, 1, kMaxParallel);
+  if (job.optimizer_instances > 1) {
+    const std::int64_t dense = job.dp * job.parallel.cp;
+    if (job.strategy == Strategy::layerwise) {
+      a.fail("--num-distributed-optimizer-instances", "must be 1 with Muon's layer-wise "
+                                                      "optimizer");
+    } else if (dense % job.optimizer_instances != 0 ||
+               job.expert_dp % job.optimizer_instances != 0) {
+      a.fail("--num-distributed-optimizer-instances",
+             fmt::format("{} does not divide the data-parallel sizes (dense {}, expert {})",
+                         job.optimizer_instances, dense, job.expert_dp));
+    }
+  }
+  if (!job.overlap_grad_reduce) {
+    job.notes.emplace_back("one bucket per buffer: Megatron-LM buckets only with "
+                           "--overlap-grad-reduce");
+  }
+}
+
+/// Arguments that change the params or their layout in ways paramlayout does not model.
+void reject_unmodelled(ArgMap& a) {
+  if (std::optional<std::string> impl = a.string("--transformer-impl");
+      impl && *impl != "transformer_engine") {
+    a.fail("--transformer-impl", fmt::format("'{}' names params differently; paramlayout "
+                                             "models the Transformer Engine layer spec",
+                                             *impl));
+  }
+  if (std::optional<std::string> spec = a.string("--spec");
+      spec && spec->find("hybrid") == std::string::npos &&
+      spec->find("mamba") == std::string::npos) {
+    a.fail("--spec", "a custom layer spec is not modelled");
+  }
+  const std::pair<std::string_view, std::string_view> kUnmodelled[] = {
+      {"--heterogeneous-layers-config-path", "give the model's config.json with --hf-config"},
+      {"--yaml-cfg", "pass the arguments themselves"},
+      {"--fp8-param-gather", "fp8 param storage is not modelled"},
+      {"--use-torch-fsdp2", "FSDP lays out params differently"},
+      {"--use-megatron-fsdp", "FSDP lays out params differently"},
+      {"--use-custom-fsdp", "FSDP lays out params differently"},
+      {"--moe-latent-size", "MoE latent projections are not modelled"},
+      {"--enable-mhc-connections", "hyper-connections are not modelled"},
+      {"--freeze-all-layers", "leaves no trainable params"},
+      {"--hybrid-attention-ratio", "describe the layers with --hybrid-layer-pattern"},
+      {"--hybrid-mlp-ratio", "describe the layers with --hybrid-layer-pattern"},
+      {"--use-legacy-models", "the legacy models are not modelled"},
+  };
+  for (const auto& [name, why] : kUnmodelled) {
+    if (a.has(name)) a.fail(name, why);
+  }
+}
+
+}  // namespace
+
+Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
+                                       std::int64_t world_size, const HfModel* hf) {
+  Result<ArgMap> parsed = ArgMap::parse(args);
+  if (!parsed) return parsed.error();
+  ArgMap& a = *parsed;
+  JobSpec job;
+  job.world_size = world_size;
+  reject_unmodelled(a);
+  std::vector<std::int64_t> hybrid_stages;
+  if (hf != nullptr) {
+    job.model = hf->spec;
+    job.notes = hf->notes;
+    job::check_model_args_agree(a, job.model);
+  } else {
+    job.model = job::read_model_args(a, hybrid_stages);
+  }
+  job::read_build_args(a, job.model, job.notes);
+  if (a.failed()) return a.error();
+  if (std::optional<std::string> problem = model_problem(job.model)) {
+    return Error{"the model: " + *problem};
+  }
+  read_parallel(a, job);
+  if (!a.failed()) read_pipeline(a, job);
+  job.pipeline.hybrid_stage_layers = hybrid_stages;
+  if (!a.failed()) read_optimizer(a, job);
+  if (a.failed()) return a.error();
+  job.ignored_arguments = a.unread();
+  return job;
+}
+
+}  // namespace paramlayout
