@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <algorithm>
 #include <set>
 
 #include "commands.hpp"
@@ -147,6 +148,39 @@ Result<void> assign_outputs(const PlanCommand& command, std::vector<PlannedChunk
   return {};
 }
 
+/// What a Megatron-LM job would do differently from these options, for the manifests that
+/// record their parallel config (synth, job).
+void warn_about_job_differences(const PlanCommand& command, const PlannedChunk& c) {
+  const std::string& name = c.manifest.source;
+  const std::optional<ParallelConfig>& parallel = c.manifest.parallel;
+  const PlanOptions& o = c.layout.options;
+  const bool experts = std::any_of(c.manifest.params.begin(), c.manifest.params.end(),
+                                   [](const Param& p) { return p.expert_parallel; });
+  if (parallel && parallel->ep > 1 && experts && command.expert_dp == 0) {
+    // world = dp x tp x pp (dp counting context-parallel ranks); expert dp = world / (etp x
+    // ep x pp).
+    const std::int64_t ranks = o.dp * parallel->tp;
+    const std::int64_t group = parallel->ep * parallel->etp;
+    const std::string should =
+        ranks % group == 0 ? fmt::format("dp x tp / (ep x etp) = {}", ranks / group)
+                           : std::string("fewer");
+    fmt::print(stderr,
+               "paramlayout: warning: {}: its experts are split over ep {} (etp {}), so "
+               "Megatron-LM shards their buffers over {} ranks, not dp {}; pass --expert-dp "
+               "or plan the whole job with paramlayout job\n",
+               name, parallel->ep, parallel->etp, should, o.dp);
+  }
+  const bool bf16 = std::any_of(c.manifest.params.begin(), c.manifest.params.end(),
+                                [](const Param& p) { return p.dtype == DType::bfloat16; });
+  if (bf16 && !o.grad_reduce_in_fp32) {
+    fmt::print(stderr,
+               "paramlayout: note: {}: bfloat16 grad buffers; a Megatron-LM job with --bf16 "
+               "reduces grads in float32 unless it passes --grad-reduce-in-bf16 (plan with "
+               "--grad-reduce-in-fp32 to see that job's buffers)\n",
+               name);
+  }
+}
+
 }  // namespace
 
 int run_plan(const PlanCommand& command) {
@@ -180,6 +214,7 @@ int run_plan(const PlanCommand& command) {
   const bool to_stdout = chunks.size() == 1 && chunks[0].output == "-";
   std::FILE* out = to_stdout ? stderr : stdout;
   if (!command.quiet) {
+    for (const PlannedChunk& c : chunks) warn_about_job_differences(command, c);
     for (const PlannedChunk& c : chunks) print_plan_summary(out, c.manifest, c.layout, c.stats);
     if (chunks.size() > 1) {
       std::vector<ChunkSummary> rows;

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""CLI tests of `paramlayout job`: a DeepSeek-V3 launch line on 1,024 GPUs written out and
+read back (job.json against its schema's required keys, every chunk's files, `check
+--replan` on each), bad launch lines refused with a message and no files, and `plan`'s
+warnings for manifests whose parallel config a job would plan differently.
+
+Usage: job_tests.py PARAMLAYOUT SOURCE_ROOT
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+BINARY = ""
+ROOT = Path()
+
+DEEPSEEK_ARGS = ["--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "16",
+                 "--expert-model-parallel-size", "64",
+                 "--pipeline-model-parallel-layout", "Et*3|(tt|)*29m|L",
+                 "--mtp-num-layers", "1", "--bf16", "--use-distributed-optimizer",
+                 "--overlap-grad-reduce", "--moe-grouped-gemm", "--lr", "1e-4",
+                 "--data-path", "/data/a", "/data/b"]
+
+
+def run(*args, cwd=None):
+    return subprocess.run([BINARY, *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          errors="replace", timeout=300)
+
+
+def deepseek_job(out_dir, *extra):
+    return run("job", "--world-size", "1024", "--hf-config",
+               ROOT / "testdata/configs/deepseek-v3.json", "-o", out_dir, *extra, "--",
+               *DEEPSEEK_ARGS)
+
+
+class DeepSeekJob(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = Path(cls.tmp.name, "job")
+        cls.result = deepseek_job(cls.dir)
+        cls.job = json.loads((cls.dir / "job.json").read_text())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_exit_and_summary(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stderr)
+        out = self.result.stdout
+        self.assertIn("1,024 GPUs = tp 1 x pp 16 x cp 1 x dp 64", out)
+        self.assertIn("ep 64 x etp 1 x expert dp 1", out)
+        self.assertIn("heaviest stage:", out)
+        self.assertIn("ignored 2 arguments that do not change the layout: --lr, --data-path", out)
+
+    def test_job_json_holds_the_required_keys(self):
+        schema = json.loads((ROOT / "schemas/job.schema.json").read_text())
+        for key in schema["required"]:
+            self.assertIn(key, self.job)
+        chunk_keys = schema["properties"]["chunks"]["items"]["required"]
+        for chunk in self.job["chunks"]:
+            for key in chunk_keys:
+                self.assertIn(key, chunk)
+        self.assertEqual(self.job["schema"], "paramlayout.job/v1")
+        self.assertEqual((self.job["dp"], self.job["expert_dp"], self.job["vpp"]), (64, 1, 2))
+        self.assertEqual(self.job["grad_dtype"], "float32")
+        self.assertEqual(self.job["ignored_arguments"], ["--lr 1e-4", "--data-path /data/a /data/b"])
+
+    def test_every_layer_once(self):
+        layers = sorted(l for c in self.job["chunks"] for l in c["layers"])
+        self.assertEqual(layers, list(range(61)))
+        self.assertEqual([c["mtp_layers"] for c in self.job["chunks"] if c["mtp_layers"]], [[0]])
+        self.assertEqual(sum(c["output"] for c in self.job["chunks"]), 1)
+
+    def test_only_the_first_chunk_is_bucketed(self):
+        sizes = [c["bucket_size"] for c in self.job["chunks"]]
+        self.assertEqual(sizes[0], 64_000_000)
+        self.assertEqual(set(sizes[1:]), {None})
+
+    def test_files_and_check_replan(self):
+        expected = {"job.json"}
+        for c in self.job["chunks"]:
+            expected |= {c["manifest"], c["layout"]}
+        self.assertEqual(set(os.listdir(self.dir)), expected)
+        for c in self.job["chunks"][:4] + self.job["chunks"][-4:]:
+            result = run("check", self.dir / c["layout"], "--manifest", self.dir / c["manifest"],
+                         "--replan")
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+            manifest = json.loads((self.dir / c["manifest"]).read_text())
+            self.assertEqual(manifest["parallel"]["stage"], c["stage"])
+            self.assertEqual(manifest["parallel"]["chunk"], c["chunk"])
+            self.assertEqual(manifest["parallel"]["ep"], 64)
+
+    def test_heaviest_stage_is_the_largest_sum(self):
+        totals = {}
+        for c in self.job["chunks"]:
+            b = c["bytes_per_rank"]
+            totals[c["stage"]] = totals.get(c["stage"], 0) + b["params"] + b["grads"] + b["optimizer"]
+        heaviest = self.job["heaviest_stage"]
+        self.assertEqual(totals[heaviest["stage"]], max(totals.values()))
+
+
+class BadJobs(unittest.TestCase):
+    CASES = [
+        (["--world-size", "6", "--", "--num-layers", "2", "--hidden-size", "8",
+          "--num-attention-heads", "2", "--vocab-size", "10", "--max-position-embeddings", "8",
+          "--tensor-model-parallel-size", "4"],
+         "--world-size: 6 is not divisible by tp x pp x cp = 4 x 1 x 1 = 4"),
+        (["--world-size", "2", "--", "--num-layers", "3", "--hidden-size", "8",
+          "--num-attention-heads", "2", "--vocab-size", "10", "--max-position-embeddings", "8",
+          "--pipeline-model-parallel-size", "2"],
+         "the 3 layers are not divisible by the 2 pipeline stages"),
+        (["--world-size", "1", "--", "--hidden-size", "8"], "--num-layers: is required"),
+        (["--world-size", "1", "--", "--num-layers", "2", "--hidden-size", "8",
+          "--num-attention-heads", "2", "--vocab-size", "10", "--max-position-embeddings", "8",
+          "--use-megatron-fsdp"],
+         "--use-megatron-fsdp: FSDP lays out params differently"),
+        (["--world-size", "16", "--hf-config", "CONFIG", "--", "--pipeline-model-parallel-size",
+          "16", "--pipeline-model-parallel-layout", "Et*3|(tt|)*29m|L"],
+         "--pipeline-model-parallel-layout: the layout holds 1 multi-token prediction layers"),
+        (["--world-size", "1", "--hf-config", "CONFIG", "--", "--hidden-size", "4096"],
+         "--hidden-size: 4096 disagrees with the --hf-config model's 7168"),
+    ]
+
+    def test_bad_jobs_exit_2_and_write_nothing(self):
+        config = str(ROOT / "testdata/configs/deepseek-v3.json")
+        for args, message in self.CASES:
+            args = [config if a == "CONFIG" else a for a in args]
+            with self.subTest(message), tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp, "job")
+                result = run("job", "-o", out, *args)
+                self.assertEqual(result.returncode, 2, result.stdout + result.stderr)
+                self.assertIn(message, result.stderr)
+                self.assertNotIn("Traceback", result.stderr)
+                self.assertFalse(out.exists(), "no output directory on failure")
+
+
+class PlanWarnings(unittest.TestCase):
+    def test_expert_dp_and_grad_dtype(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            manifest = Path(tmp, "m.json")
+            synth = run("synth", ROOT / "testdata/configs/mixtral-8x7b.json", "--ep", "8", "-q",
+                        "-o", manifest)
+            self.assertEqual(synth.returncode, 0, synth.stderr)
+            self.assertEqual(json.loads(manifest.read_text())["parallel"]["ep"], 8)
+            result = run("plan", manifest, "--dp", "16", "-o", Path(tmp, "l.json"))
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("dp x tp / (ep x etp) = 2 ranks, not dp 16", result.stderr)
+            self.assertIn("reduces grads in float32", result.stderr)
+            quiet = run("plan", manifest, "--dp", "16", "--expert-dp", "2",
+                        "--grad-reduce-in-fp32", "-o", Path(tmp, "l.json"))
+            self.assertEqual(quiet.stderr, "")
+
+
+if __name__ == "__main__":
+    BINARY, ROOT = sys.argv[1], Path(sys.argv[2])
+    unittest.main(argv=sys.argv[:1], verbosity=2)
