@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   const int result = context.run();
   if (context.shouldExit() || !RunCounter::started) return result;  // --help, --list-*, --count
   if (RunCounter::cases == 0) {
+    std::fflush(stdout);  // after doctest's summary
     std::fprintf(stderr, "no test case passes the filters: check the --test-suite and "
                          "--test-case names\n");
     return 1;
