@@ -6,7 +6,10 @@ cd "$(dirname "$0")/.."
 source tools/setup.sh
 paramlayout_install
 paramlayout_configure build
-meson compile -C build >/dev/null
+paramlayout_step "building build/ (a few minutes the first time)"
+meson compile -C build
+paramlayout_step "built; planning"
+echo
 
 manifest=testdata/manifests/llama3-8b.json
 out=$(mktemp -d)

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Sourced by tools/demo.sh and tools/test.sh: installs the Debian packages paramlayout needs
-# (when run as root), then configures build/ if it is not configured yet.
-# Usage: source tools/setup.sh [BUILD_DIR [MESON_SETUP_ARGS...]]
+# Sourced by tools/demo.sh, tools/test.sh and the benchmarks (bench/): installs the Debian
+# packages paramlayout needs (when run as root) and configures a build directory.
 
 PARAMLAYOUT_PACKAGES=(
   meson ninja-build g++ pkg-config python3   # build and the CLI tests
@@ -12,9 +11,15 @@ PARAMLAYOUT_PACKAGES=(
   doctest-dev libvalijson-dev                # unit tests; JSON Schema validation in tests
 )
 
-# The tests also run the torch tools (tools/paramlayout_*.py) on a real torch, and verify
-# as several processes under mpirun (Open MPI).
-PARAMLAYOUT_TEST_PACKAGES=(python3-torch libopenmpi-dev openmpi-bin)
+# The tests also run the Python package on a real torch and install it with pip into a
+# fresh virtual environment (meson-python), and run verify as several processes under
+# mpirun (Open MPI).
+PARAMLAYOUT_TEST_PACKAGES=(python3-torch python3-mesonpy python3-venv libopenmpi-dev openmpi-bin)
+
+# Usage: paramlayout_step MESSAGE: one line of progress on stderr.
+paramlayout_step() {
+  echo "==> $*" >&2
+}
 
 paramlayout_missing_packages() {
   local missing=() p
@@ -30,7 +35,7 @@ paramlayout_install() {
   missing=$(paramlayout_missing_packages "$@")
   [ -z "$missing" ] && return 0
   if [ "$(id -u)" -eq 0 ]; then
-    echo "Installing: $missing" >&2
+    paramlayout_step "installing Debian packages: $missing"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends $missing >/dev/null ||
       { echo "apt-get install failed" >&2; return 1; }
@@ -41,16 +46,37 @@ paramlayout_install() {
   fi
 }
 
+# What Meson may find: the packages above as installed now, and the CUDA toolkit.
+paramlayout_found_dependencies() {
+  dpkg-query -W -f='${Package} ${Status} ${Version}\n' \
+    "${PARAMLAYOUT_PACKAGES[@]}" "${PARAMLAYOUT_TEST_PACKAGES[@]}" 2>/dev/null
+  ls -d /usr/local/cuda/bin/nvcc /usr/local/cuda/lib64/libnccl.so* 2>/dev/null
+  true
+}
+
+# Usage: paramlayout_configure BUILD_DIR [MESON_SETUP_ARGS...]
+# Configures BUILD_DIR if it is not configured yet, and configures it again when the
+# packages Meson looks for changed since (Open MPI installed after a first build, say), so
+# that the features and tests they enable are not left out.
 paramlayout_configure() {
   local dir=$1; shift
+  local found
+  found=$(paramlayout_found_dependencies)
   if [ ! -f "$dir/build.ninja" ]; then
+    paramlayout_step "configuring $dir/ (meson setup)"
     meson setup "$dir" "$@" >/dev/null || { meson setup "$dir" "$@"; return 1; }
+  elif [ "$found" != "$(cat "$dir/paramlayout-dependencies.txt" 2>/dev/null)" ]; then
+    paramlayout_step "configuring $dir/ again: the installed packages changed"
+    meson setup --reconfigure "$dir" "$@" >/dev/null ||
+      { meson setup --reconfigure "$dir" "$@"; return 1; }
   fi
+  echo "$found" >"$dir/paramlayout-dependencies.txt"
 }
 
 # The benchmarks' build: release, no tests, in build-release/.
 paramlayout_release_build() {
   paramlayout_install
   paramlayout_configure build-release -Dbuildtype=release -Dtests=disabled
+  paramlayout_step "building build-release/"
   meson compile -C build-release >/dev/null
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds build/ (warnings are errors) and runs the whole test suite.
+# Installs what is missing, builds BUILD_DIR (warnings are errors) and runs the whole test
+# suite but the slow one (`meson test -C BUILD_DIR --suite slow` runs that).
 # Usage: tools/test.sh [BUILD_DIR [MESON_SETUP_ARGS...]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +9,7 @@ dir=${1:-build}
 shift || true
 paramlayout_install "${PARAMLAYOUT_TEST_PACKAGES[@]}"
 paramlayout_configure "$dir" --werror "$@"
+paramlayout_step "building $dir/"
 meson compile -C "$dir"
-# The `slow` suite (verify-large: 120 G elements on the CPU) runs with `meson test --suite slow`.
+paramlayout_step "testing"
 meson test -C "$dir" --print-errorlogs --no-suite slow

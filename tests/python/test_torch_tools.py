@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""tools/paramlayout_torch.py and tools/paramlayout_megatron.py on a real torch model, with
-the built paramlayout planning and checking what they produce.
+"""The Python package's torch ends, paramlayout.from_torch and paramlayout.megatron (python/),
+on a real torch model, with the built paramlayout planning and checking what they produce.
 
 Exits 77 (skipped, with the reason) when torch cannot be imported.
 Usage: test_torch_tools.py PARAMLAYOUT SOURCE_ROOT
@@ -23,11 +23,11 @@ except ImportError as e:
 
 BINARY = os.path.abspath(sys.argv[1])
 ROOT = Path(sys.argv[2]).resolve()
-sys.path[:0] = [str(ROOT / "tools"), str(Path(__file__).resolve().parent)]
+sys.path[:0] = [str(ROOT / "python"), str(Path(__file__).resolve().parent)]
 
-import paramlayout_megatron  # noqa: E402
-import paramlayout_torch  # noqa: E402
 import tiny_model  # noqa: E402
+from paramlayout import from_torch  # noqa: E402
+from paramlayout import megatron as paramlayout_megatron  # noqa: E402
 
 
 def run(*args, **kwargs):
@@ -78,7 +78,7 @@ def classes():
 class TorchManifest(unittest.TestCase):
     def test_trainable_params_in_order_with_attributes(self):
         model = tiny_model.build()
-        m = paramlayout_torch.manifest_from_module(model, "tiny")
+        m = from_torch.manifest_from_module(model, "tiny")
         names = [e["name"] for e in m["params"]]
         expected = [n for n, p in model.named_parameters() if p.requires_grad]
         self.assertEqual(names, expected)
@@ -95,16 +95,17 @@ class TorchManifest(unittest.TestCase):
         self.assertEqual(m["model"], "tiny")
 
     def test_float32_and_unsupported_dtypes(self):
-        self.assertEqual(paramlayout_torch.manifest_from_module(torch.nn.Linear(3, 2))["params"][0]
+        self.assertEqual(from_torch.manifest_from_module(torch.nn.Linear(3, 2))["params"][0]
                          ["dtype"], "float32")
         with self.assertRaisesRegex(ValueError, "weight: dtype torch.float64"):
-            paramlayout_torch.manifest_from_module(torch.nn.Linear(3, 2).double())
+            from_torch.manifest_from_module(torch.nn.Linear(3, 2).double())
 
     def test_command_line_then_plan_and_check(self):
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp, "manifest.json")
-            env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent))
-            result = run(sys.executable, ROOT / "tools/paramlayout_torch.py", "tiny_model:build",
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                [str(ROOT / "python"), str(Path(__file__).resolve().parent)]))
+            result = run(sys.executable, "-m", "paramlayout.from_torch", "tiny_model:build",
                          "-o", out, env=env)
             self.assertEqual(result.returncode, 0, result.stderr)
             for strategy in ("sequential-dp", "layerwise"):
@@ -118,7 +119,7 @@ class TorchManifest(unittest.TestCase):
                 self.assertIn(("bfloat16", True), keys)  # the experts'
                 check = run(BINARY, "check", layout, "--manifest", out, "--replan")
                 self.assertEqual(check.returncode, 0, check.stdout)
-            bad = run(sys.executable, ROOT / "tools/paramlayout_torch.py", "tiny_model", env=env)
+            bad = run(sys.executable, "-m", "paramlayout.from_torch", "tiny_model", env=env)
             self.assertEqual(bad.returncode, 2)
             self.assertIn("expected package.module:function", bad.stderr)
 
@@ -127,7 +128,7 @@ class MegatronLayout(unittest.TestCase):
     def setUp(self):
         self.model = tiny_model.build()
         self.tmp = tempfile.TemporaryDirectory()
-        manifest = paramlayout_torch.manifest_from_module(self.model, "tiny")
+        manifest = from_torch.manifest_from_module(self.model, "tiny")
         _, self.layout_path = plan(self.tmp.name, manifest, "--dp", "4", "--strategy",
                                    "layerwise", "--bucket-size", "10000")
         self.layout = json.loads(self.layout_path.read_text())

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The balanced packer on random manifests and options (every other one from
-tools/megatron_differential.py's generator, the others a few matrices of two dtypes):
+differential.py's generator, the others a few matrices of two dtypes):
 every layout must keep every promise (`check --replan`) and pad no more and load no rank
 more than Megatron-LM's packer, over the whole layout (`stats`).
 
@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-import megatron_differential  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import differential  # noqa: E402
 
 
 def small_case(rng):
@@ -44,7 +44,7 @@ def failures(binary, tmp, manifest, options):
     figures = {}
     for packer in ("megatron", "balanced"):
         layout = str(Path(tmp, f"{packer}.json"))
-        command = megatron_differential.plan_command(
+        command = differential.plan_command(
             binary, manifest_path, layout, {**options, "strategy": "layerwise"}, packer)
         planned = subprocess.run(command, capture_output=True, text=True)
         if planned.returncode != 0:
@@ -65,14 +65,14 @@ def failures(binary, tmp, manifest, options):
 
 
 def main():
-    args = megatron_differential.case_arguments(
+    args = differential.case_arguments(
         "The balanced packer on random manifests: every promise, never a loss.", "binary")
     rng = random.Random(args.seed)
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         for case in range(args.cases):
             small = case % 2 == 1
-            manifest, options = (small_case if small else megatron_differential.random_case)(rng)
+            manifest, options = (small_case if small else differential.random_case)(rng)
             wrong = failures(args.binary, tmp, manifest, options)
             if wrong:
                 failed += 1

@@ -3,7 +3,7 @@
 Generate the layout ahead of time (`paramlayout plan`, checked and verified), then at
 start-up:
 
-    from paramlayout_megatron import full_param_layout
+    from paramlayout.megatron import full_param_layout
     layout = full_param_layout("layouts/stage0.layout.json", model_chunk,
                                expect={"dp": 64, "strategy": "layerwise"})
     model_chunk = DistributedDataParallel(config, ddp_config, model_chunk,

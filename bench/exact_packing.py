@@ -7,7 +7,7 @@ of one size (each param whole in one shard), the smallest total size. Exact, and
 beyond a few distinct param sizes. Ignores alignment (the shapes studied are multiples of
 2^20 elements).
 
-Usage: tools/exact_packing.py MANIFEST DP K   (the manifest's layerwise params: matrices
+Usage: bench/exact_packing.py MANIFEST DP K   (the manifest's layerwise params: matrices
 not marked embedding_or_output)
 """
 import functools

@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
-# A wider check on the balanced packer than docs/PACKING.md's five shapes: 36 chunks
+# A wider look at the balanced packer than docs/PACKING.md's five shapes: 36 chunks
 # synthesized from testdata/configs/ (dense models at five TP/PP splits, MoE models at
-# three EP splits) planned at dp 4, 8, 16 and 32; prints each case's padding and Newton-
-# Schulz imbalance, the mean padding and a hash of every layout, so a change to the packer
-# can be told apart from one to its layouts. Usage: tools/packer-corpus.sh [OUT.tsv]
+# three EP splits) planned at dp 4, 8, 16 and 32. Prints each case's padding and Newton-
+# Schulz imbalance, the mean padding and one hash of every layout, so that a change to the
+# packer that keeps its layouts can be told from one that does not.
+# Usage: bench/packer-corpus.sh [OUT.tsv]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tools/setup.sh
-paramlayout_release_build
+source "$(dirname "$0")/lib.sh"
 
-bin=build-release/paramlayout
 data=build-release/corpus
 mkdir -p "$data"
 out=${1:-$data/corpus.tsv}

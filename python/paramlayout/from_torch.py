@@ -1,11 +1,17 @@
-#!/usr/bin/env python3
-"""A torch module -> paramlayout manifest v1.
+"""A torch module -> paramlayout manifest v1 (docs/formats.md).
 
-    python3 tools/paramlayout_torch.py package.module:factory -o manifest.json [--model NAME]
+From Python:
 
-`factory` is called with no arguments and returns an `nn.Module` (a Megatron-LM model
+    from paramlayout.from_torch import manifest_from_module
+    manifest = manifest_from_module(model_chunk, "llama3-8b-stage0")  # a dict; json.dump it
+
+From the shell:
+
+    python3 -m paramlayout.from_torch package.module:factory -o manifest.json [--model NAME]
+
+where `factory` is called with no arguments and returns an `nn.Module` (a Megatron-LM model
 builder, say). Only trainable params (`requires_grad`) are listed, in `named_parameters()`
-order, with Megatron-LM's attributes mapped to manifest fields (see ATTRIBUTES).
+order, with Megatron-LM's param attributes mapped to manifest fields (`param_entry`).
 """
 import argparse
 import importlib
@@ -78,7 +84,8 @@ def _load_factory(spec):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python3 -m paramlayout.from_torch",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("factory", help="package.module:function returning an nn.Module")
     parser.add_argument("-o", "--output", help="manifest file (default: stdout)")
     parser.add_argument("--model", help="the manifest's model name (default: the function's)")
@@ -87,7 +94,7 @@ def main(argv=None):
         module = _load_factory(args.factory)
         manifest = manifest_from_module(module, args.model or args.factory.split(":")[-1])
     except (ImportError, AttributeError, ValueError) as e:
-        print(f"paramlayout_torch: error: {e}", file=sys.stderr)
+        print(f"paramlayout.from_torch: error: {e}", file=sys.stderr)
         return 2
     text = json.dumps(manifest, indent=1) + "\n"
     if not args.output or args.output == "-":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the benchmark manifests (stdlib only):
+"""Writes the benchmarks' manifests (bench/, tools/gpu-check.sh; stdlib only):
 
   deepseek-v3-ep1.json  DeepSeek-V3 (61 layers, MLA, 256 routed experts + 1 shared, first 3
                         layers dense) as Megatron-LM names it (TE layer spec, grouped-GEMM
@@ -9,7 +9,7 @@
                         one rank's chunk of a pipeline stage (2.27 G and 1.64 G elements).
   llama3.2-1b.json      Llama-3.2-1B whole (tied embeddings): 1.24 G elements.
 
-Usage: gen_bench_manifests.py OUT_DIR [NAME...]   (NAME: a file above without .json; default all)
+Usage: gen_manifests.py OUT_DIR [NAME...]   (NAME: a file above without .json; default all)
 """
 import json
 import random
@@ -134,7 +134,7 @@ MANIFESTS = {
     "deepseek-v3-ep64-pp16-stage1": lambda: deepseek_v3(
         "deepseek-v3-ep64-pp16-stage1", layers=range(4, 8), experts_here=4, first=False,
         last=False),
-    # The cpu backend's benchmark (tools/bench-verify.sh): 1.24 G elements.
+    # The cpu backend's benchmark (bench/verify.sh): 1.24 G elements.
     "llama3.2-1b": lambda: llama("llama3.2-1b", 2048, 8192, 16, 128256, 32, 8, 64, tied=True),
 }
 

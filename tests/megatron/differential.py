@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Differential test against Megatron-LM's own layout functions: random manifests and
 options, planned by paramlayout and by the functions of a Megatron-LM checkout (read at run
-time, as tools/megatron_anchor.py does), every param's range and every bucket compared.
+time by megatron_functions.py), every param's range and every bucket compared.
 
 The shipped reference cases fix 144 points; this walks the space around them: shapes from
 vectors to large matrices, every dtype and storage, expert params under their own dp,
 shared embeddings, Muon opt-outs, GTP rematerialisation, bucket sizes from tiny to none,
 dp from 1 to 1000, padding for high NCCL bus bandwidth.
 
-Usage: megatron_differential.py MEGATRON_CHECKOUT PARAMLAYOUT [--cases N] [--seed S]
+Usage: differential.py MEGATRON_CHECKOUT PARAMLAYOUT [--cases N] [--seed S]
 Exits 1 when a layout differs, keeping each such case (manifest and options) as
 differential-case-N.json in the current directory. With MEGATRON_CHECKOUT "-", reads it from
 $MEGATRON_LM, and exits 77 (a skip, for meson) where that is unset.
@@ -23,8 +23,8 @@ import tempfile
 import types
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-import megatron_anchor  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import megatron_functions  # noqa: E402
 
 
 def random_param(rng, i, layerwise_hint):
@@ -79,7 +79,7 @@ def megatron_results(functions, manifest, options):
     config = types.SimpleNamespace(pad_buckets_for_high_nccl_busbw=options["pad"])
     return [(layerwise if is_layerwise else sequential_dp)(
                 params, options["bucket_size"], options["expert_dp" if expert else "dp"], config)
-            for is_layerwise, expert, params in megatron_anchor.buffers(manifest,
+            for is_layerwise, expert, params in megatron_functions.buffers(manifest,
                                                                         options["strategy"])]
 
 
@@ -111,7 +111,7 @@ def main():
         if not checkout or not Path(checkout).exists():
             print("skipped: set MEGATRON_LM to a Megatron-LM checkout (work tree or bare git dir)")
             return 77
-    functions = megatron_anchor.load_functions(checkout)
+    functions = megatron_functions.load_functions(checkout)
     rng = random.Random(args.seed)
     wrong = 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,7 +121,7 @@ def main():
             manifest_path.write_text(json.dumps(manifest))
             subprocess.run(plan_command(args.binary, manifest_path, layout_path, options),
                            check=True)
-            if not megatron_anchor.same_layout(megatron_results(functions, manifest, options),
+            if not megatron_functions.same_layout(megatron_results(functions, manifest, options),
                                                layout_path):
                 wrong += 1
                 kept = Path(f"differential-case-{case}.json")

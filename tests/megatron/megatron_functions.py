@@ -1,17 +1,14 @@
-#!/usr/bin/env python3
-"""Times Megatron-LM's own per-buffer layout functions on a manifest: the anchor that
-tools/bench-plan.sh compares paramlayout against, in the same run.
+"""Megatron-LM's own per-buffer layout functions, read at run time from a Megatron-LM
+checkout (a work tree, or a bare git directory), for tests and benchmarks to compare
+paramlayout with.
 
-The functions are read at run time from a Megatron-LM checkout (a work tree, or a bare git
-directory such as the one `fetch` makes), with their torch-specific parts stood in for by
-plain Python: params are objects with the attributes the functions read. Nothing of
-Megatron-LM is copied into this project. Only the layout algorithm is timed (as the issue's
-figures were): grouping into buffers is done here, untimed.
+Nothing of Megatron-LM is copied into this project: the functions' source is read from the
+checkout and run with their torch-specific parts stood in for by plain Python (params are
+objects with the attributes the functions read). Grouping params into buffers is done here,
+by the rules of docs/strategies.md, Grouping params into buffers.
 
-Usage: megatron_anchor.py MEGATRON_CHECKOUT MANIFEST STRATEGY DP [DP...] [--compare DIR]
-Prints one line per dp: "<strategy> dp <dp>: megatron <seconds> s". With --compare, also
-checks that DIR/<strategy>-dp<dp>.json (a paramlayout layout of the same manifest with
-default options) places every param where Megatron-LM's functions do.
+    sequential_dp, layerwise = load_functions(checkout)
+    for is_layerwise, is_expert, params in buffers(manifest, strategy): ...
 """
 import ast
 import json
@@ -20,7 +17,6 @@ import math
 import subprocess
 import sys
 import textwrap
-import time
 import types
 import typing
 from pathlib import Path
@@ -78,7 +74,7 @@ class Param:
 
 def load_functions(checkout):
     namespace = {"torch": stub_torch(), "math": math, "logging": logging,
-                 "logger": logging.getLogger("anchor"),
+                 "logger": logging.getLogger("megatron_functions"),
                  "log_single_rank": lambda *args, **kwargs: None}
     namespace.update({name: getattr(typing, name) for name in ("Dict", "List", "Optional", "Tuple")})
     sys.modules.setdefault("torch", namespace["torch"])
@@ -97,7 +93,7 @@ def load_functions(checkout):
 
 
 def buffers(manifest, strategy):
-    """Params per buffer as strategies.md section 1 groups them: (layerwise, expert, params)."""
+    """Params per buffer, as Megatron-LM groups them: (layerwise, expert, params)."""
     groups = {}
     for p in manifest["params"]:
         layerwise = (strategy == "layerwise" and p.get("use_muon", True)
@@ -119,30 +115,3 @@ def same_layout(results, layout_path):
         if ours != theirs or buckets != [tuple(b) for b in result.bucket_indices]:
             return False
     return True
-
-
-def main():
-    args = sys.argv[1:]
-    compare = None
-    if "--compare" in args:
-        i = args.index("--compare")
-        compare = args[i + 1]
-        del args[i:i + 2]
-    checkout, manifest_path, strategy, *dps = args
-    sequential_dp, layerwise = load_functions(checkout)
-    groups = buffers(json.loads(Path(manifest_path).read_text()), strategy)
-    config = types.SimpleNamespace(pad_buckets_for_high_nccl_busbw=False)
-    for dp in map(int, dps):
-        bucket_size = max(40_000_000, 1_000_000 * dp)
-        start = time.perf_counter()
-        results = [(layerwise if is_layerwise else sequential_dp)(params, bucket_size, dp, config)
-                   for is_layerwise, _, params in groups]
-        line = f"{strategy} dp {dp}: megatron {time.perf_counter() - start:.3f} s"
-        if compare:
-            same = same_layout(results, Path(compare, f"{strategy}-dp{dp}.json"))
-            line += ", same layout as paramlayout" if same else ", LAYOUT DIFFERS from paramlayout"
-        print(line, flush=True)
-
-
-if __name__ == "__main__":
-    main()
