@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds build/, and plans a Llama-3-8B-shaped manifest with both
-# optimizer strategies at 8 data-parallel ranks, showing each summary.
+# Installs what is missing, builds build/, and plans a whole job: DeepSeek-V3's launch line
+# on 1,024 GPUs (16 pipeline stages of 2 virtual chunks, 64-way expert parallelism,
+# multi-token prediction), checks a chunk's layout, and compares Megatron-LM's layerwise
+# (Muon) packing with the balanced one on a Llama-3-70B job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/setup.sh
@@ -11,22 +13,26 @@ meson compile -C build
 paramlayout_step "built; planning"
 echo
 
-manifest=testdata/manifests/llama3-8b.json
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-for strategy in sequential-dp layerwise; do
-  echo "\$ build/paramlayout plan $manifest --dp 8 --strategy $strategy -o layout-$strategy.json"
-  build/paramlayout plan "$manifest" --dp 8 --strategy "$strategy" -o "$out/layout-$strategy.json"
-  echo
-done
-echo "The first params of the layerwise (Muon) buffer: each matrix sits whole inside one rank's shard."
-awk '/"layerwise": true/ { found = 1 } found && /"name"/ { print; if (++n == 4) exit }' \
-  "$out/layout-layerwise.json"
+config=testdata/configs/deepseek-v3.json
+args=(--pipeline-model-parallel-size 16 --expert-model-parallel-size 64
+      --pipeline-model-parallel-layout 'Et*3|(tt|)*29m|L' --mtp-num-layers 1
+      --bf16 --use-distributed-optimizer --overlap-grad-reduce --moe-grouped-gemm
+      --lr 1e-4 --micro-batch-size 1 --global-batch-size 4096)
+echo "\$ build/paramlayout job --world-size 1024 --hf-config $config -o ds3/ -- ${args[*]}"
+build/paramlayout job --world-size 1024 --hf-config "$config" -o "$out/ds3" -- "${args[@]}"
 echo
-echo "The same layerwise plan with --packer balanced: every promise kept, less padding."
-echo "\$ build/paramlayout plan $manifest --dp 8 --strategy layerwise --packer balanced -q -o layout-balanced.json"
-build/paramlayout plan "$manifest" --dp 8 --strategy layerwise --packer balanced -q \
-  -o "$out/layout-balanced.json"
-echo "\$ build/paramlayout stats layout-balanced.json --manifest $manifest"
-(root=$PWD && cd "$out" && "$root/build/paramlayout" stats layout-balanced.json \
-  --manifest "$root/$manifest")
+echo "\$ build/paramlayout check ds3/stage14.chunk1.layout.json --manifest ds3/stage14.chunk1.manifest.json --replan"
+(cd "$out" && "$OLDPWD/build/paramlayout" check ds3/stage14.chunk1.layout.json \
+  --manifest ds3/stage14.chunk1.manifest.json --replan)
+echo
+echo "Llama-3-70B with Muon (--optimizer muon) on 256 GPUs: each matrix whole in one rank's"
+echo "shard. The first chunk is bucketed; --packer balanced packs its buckets with less padding."
+llama=(--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --bf16
+       --use-distributed-optimizer --overlap-grad-reduce --optimizer muon)
+for packer in megatron balanced; do
+  echo "\$ build/paramlayout job --world-size 256 --hf-config testdata/configs/llama3-70b.json --packer $packer -- ${llama[*]}"
+  build/paramlayout job --world-size 256 --hf-config testdata/configs/llama3-70b.json \
+    --packer "$packer" -- "${llama[@]}" | grep -E "^  stage|^      0     0"
+done
