@@ -11,8 +11,14 @@ start-up:
 
 Every param is matched by name with the chunk's trainable params, and names, sizes, dtypes
 and the recorded options are checked first: any mismatch raises LayoutMismatch listing them.
+
+For a whole job (`paramlayout job -o DIR`), each rank loads its own chunk's layout:
+
+    from paramlayout.megatron import job_param_layout
+    layout = job_param_layout("job/job.json", model_chunk, pp_rank=pp_rank, vp_stage=vp_stage)
 """
 import json
+import os
 
 import torch
 
@@ -96,3 +102,22 @@ def full_param_layout(layout_path, model_chunk, expect=None, classes=None):
         raise LayoutMismatch(f"{layout_path}: the layout does not fit the model chunk:\n"
                              f"  {shown}{more}")
     return full
+
+
+def job_param_layout(job_path, model_chunk, pp_rank, vp_stage=0, classes=None):
+    """The FullParamLayout of the (pp_rank, vp_stage) chunk of a job that `paramlayout job`
+    wrote, checked against the sizes the job planned it for."""
+    with open(job_path) as f:
+        job = json.load(f)
+    if not str(job.get("schema", "")).startswith("paramlayout.job/v1"):
+        raise LayoutMismatch(f"{job_path}: not a paramlayout job v1 file")
+    for chunk in job["chunks"]:
+        if chunk["stage"] == pp_rank and chunk["chunk"] == vp_stage:
+            break
+    else:
+        raise LayoutMismatch(f"{job_path}: no chunk for pipeline stage {pp_rank}, virtual "
+                             f"chunk {vp_stage} (pp {job['pp']}, vpp {job['vpp']})")
+    expect = {"strategy": job["strategy"], "dp": job["dense_shards"],
+              "bucket_size": chunk["bucket_size"]}
+    layout_path = os.path.join(os.path.dirname(os.path.abspath(job_path)), chunk["layout"])
+    return full_param_layout(layout_path, model_chunk, expect=expect, classes=classes)

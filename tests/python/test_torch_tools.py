@@ -176,5 +176,46 @@ class MegatronLayout(unittest.TestCase):
                       message)
 
 
+def module_from_manifest(path):
+    """A torch module whose trainable params have a manifest's names and shapes."""
+    root = torch.nn.Module()
+    for p in json.loads(Path(path).read_text())["params"]:
+        *parents, leaf = p["name"].split(".")
+        module = root
+        for part in parents:
+            if not hasattr(module, part):
+                module.add_module(part, torch.nn.Module())
+            module = getattr(module, part)
+        param = torch.nn.Parameter(torch.zeros(p["shape"], dtype=getattr(torch, p["dtype"])))
+        module.register_parameter(leaf, param)
+    return root
+
+
+class JobLayout(unittest.TestCase):
+    def test_each_rank_loads_its_chunk(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            job = run(BINARY, "job", "--world-size", "8", "-q", "-o", tmp, "--",
+                      "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
+                      "--vocab-size", "1000", "--max-position-embeddings", "128",
+                      "--pipeline-model-parallel-size", "2", "--bf16",
+                      "--use-distributed-optimizer", "--overlap-grad-reduce")
+            self.assertEqual(job.returncode, 0, job.stderr)
+            job_path = Path(tmp, "job.json")
+            chunk = module_from_manifest(Path(tmp, "stage1.chunk0.manifest.json"))
+            full = paramlayout_megatron.job_param_layout(job_path, chunk, pp_rank=1,
+                                                         classes=classes())
+            placed = sum(len(per.param_index_map) for per in full.layouts.values())
+            self.assertEqual(placed, len(list(chunk.parameters())))
+            self.assertEqual({per.num_optimizer_shards for per in full.layouts.values()}, {4})
+            with self.assertRaises(paramlayout_megatron.LayoutMismatch) as caught:
+                paramlayout_megatron.job_param_layout(job_path, chunk, pp_rank=0,
+                                                      classes=classes())
+            self.assertIn("missing from the layout", str(caught.exception))
+            with self.assertRaises(paramlayout_megatron.LayoutMismatch) as caught:
+                paramlayout_megatron.job_param_layout(job_path, chunk, pp_rank=2,
+                                                      classes=classes())
+            self.assertIn("no chunk for pipeline stage 2", str(caught.exception))
+
+
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"])
