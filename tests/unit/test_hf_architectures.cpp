@@ -68,6 +68,38 @@ bool contains(const std::string& text, std::string_view part) {
   return text.find(part) != std::string::npos;
 }
 
+/// `config` split tp ways: every param is the whole model's, or it with one dimension split
+/// tp ways (the vocab padded to a multiple of 128 x tp first); and ep ways: the experts
+/// divided among the ranks, the rest whole.
+void check_splits(const json& config, std::int64_t tp, std::int64_t ep) {
+  const SynthModel whole = synth_json(config);
+  const auto full = shapes(whole);
+  SynthOptions options;
+  options.tp = tp;
+  const SynthModel slice = synth_json(config, options);
+  REQUIRE(slice.params.size() == whole.params.size());
+  for (const ChunkParam& p : slice.params) {
+    CAPTURE(p.name);
+    Shape shape = full.at(p.name);
+    if (p.embedding_or_output) shape[0] = (shape[0] + 128 * tp - 1) / (128 * tp) * (128 * tp);
+    int split = 0;
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      if (p.shape[d] != shape[d]) {
+        CHECK(p.shape[d] * tp == shape[d]);
+        ++split;
+      }
+    }
+    CHECK(split <= 1);
+  }
+  options.tp = 1;
+  options.ep = ep;
+  const SynthModel rank = synth_json(config, options);
+  std::int64_t experts = 0;
+  for (const ChunkParam& p : rank.params) experts += p.expert_parallel ? p.numel() : 0;
+  CHECK(experts > 0);
+  CHECK(whole.numel() - rank.numel() == experts * (ep - 1));
+}
+
 }  // namespace
 
 TEST_SUITE("synth") {
@@ -326,6 +358,7 @@ TEST_SUITE("synth") {
     SynthOptions tp2;
     tp2.tp = 2;
     const SynthModel m = synth_json(config, tp2);
+    check_splits(config, 2, 4);
     CHECK(names_under(m, "decoder.layers.0.") ==
           std::vector<std::string>{
               "self_attention.core_attention.softmax_offset", "self_attention.linear_proj.weight",
@@ -397,6 +430,7 @@ TEST_SUITE("synth") {
     CHECK(s.count("mtp.layers.0.mtp_model_layer.layers.1.mlp.router.weight") == 1);
     CHECK(s.count("mtp.layers.1.enorm.weight") == 0);
 
+    check_splits(config, 2, 4);
     SynthOptions tp8;
     tp8.tp = 8;
     CHECK(synth_error(config, tp8) == "config.json: --tp 8 does not divide the 4 Mamba heads");
