@@ -15,7 +15,9 @@ namespace paramlayout {
 struct HfModel {
   std::string architecture;        ///< the config's `architectures[0]`
   ModelSpec spec;
-  std::vector<std::string> notes;  ///< what the description leaves out, for people
+  /// Where Megatron-LM's params differ from the checkpoint's tensors (a buffer, a bias one
+  /// side has), for people.
+  std::vector<std::string> notes;
 };
 
 /// One architecture the mapping knows.
