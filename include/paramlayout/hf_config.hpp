@@ -15,10 +15,21 @@ namespace paramlayout {
 struct HfModel {
   std::string architecture;        ///< the config's `architectures[0]`
   ModelSpec spec;
-  std::vector<std::string> notes;  ///< what the description leaves out, for people
+  /// Where Megatron-LM's params differ from the checkpoint's tensors (a buffer, a bias one
+  /// side has), for people.
+  std::vector<std::string> notes;
 };
 
-/// The architectures (`architectures[0]` values) the mapping knows, in a stable order.
+/// One architecture the mapping knows.
+struct HfArchitecture {
+  std::string_view name;    ///< the config's `architectures[0]`, e.g. "LlamaForCausalLM"
+  std::string_view models;  ///< the models it covers, for people
+};
+
+/// The architectures the mapping knows, in a stable order.
+std::vector<HfArchitecture> hf_architecture_list();
+
+/// Their names (`architectures[0]` values), in the same order.
 std::vector<std::string_view> hf_architectures();
 
 /// Reads a config.json text (`source` names it in errors). A field that would change a

@@ -61,6 +61,9 @@ struct MoeSpec {
   /// experts.linear_fc1.weight<e> (TEGroupedMLP), else
   /// experts.local_experts.<e>.linear_fc1.weight (SequentialMLP). Hybrid models always group.
   bool grouped_gemm = false;
+  /// moe_latent_size: the experts work in this size between mlp.fc1_latent_proj and
+  /// mlp.fc2_latent_proj; 0: none.
+  std::int64_t latent_size = 0;
 
   bool operator==(const MoeSpec&) const = default;
 };
@@ -103,6 +106,11 @@ struct ModelSpec {
   bool gated_linear_unit = false;     ///< SwiGLU / GeGLU: linear_fc1 holds gate and up
   Normalization normalization = Normalization::layer_norm;
   bool qk_layernorm = false;
+  /// The q/k norms span every head's channels (OLMoE), not one head's; never split.
+  bool qk_layernorm_all_heads = false;
+  /// linear_proj and the dense MLP's linear_fc2 normalize their outputs
+  /// (`post_layernorm`: Gemma 2 and 3).
+  bool post_linear_norms = false;
   bool add_bias_linear = true;   ///< biases on linear_proj, linear_qkv, the MLPs, the router
   bool add_qkv_bias = false;     ///< a bias on linear_qkv alone
   bool softmax_offset = false;   ///< learned attention sinks: core_attention.softmax_offset
@@ -129,6 +137,8 @@ struct ModelSpec {
   std::int64_t dense_ffn(const LayerSpec& layer) const;
   /// The layer each multi-token prediction layer holds: a copy of the last decoder layer.
   LayerSpec mtp_layer() const;
+  /// The layers one multi-token prediction layer holds (none without them).
+  std::vector<LayerSpec> mtp_layer_specs() const;
   /// Whether any decoder or multi-token prediction layer has this mixer / MLP.
   bool uses(Mixer mixer) const;
   bool uses(Mlp mlp) const;

@@ -30,7 +30,7 @@ struct SynthModel : ModelChunk {
   std::string architecture;  ///< the config's architecture, e.g. "LlamaForCausalLM"
   std::string model;         ///< the manifest's `model`
   ParallelConfig parallel;   ///< recorded in the manifest
-  std::vector<std::string> notes;  ///< what was left out (e.g. multi-token prediction layers)
+  std::vector<std::string> notes;  ///< where the params differ from the checkpoint's tensors
 };
 
 /// Reads a config.json text (`source` names it in errors) and builds the chunk.

@@ -90,6 +90,7 @@ struct SynthCommand {
   std::string model;   ///< "" for a name made from the config's path and the splits
   std::string output;  ///< "" for stdout
   bool quiet = false;
+  bool list = false;  ///< print the architectures and stop
 };
 CLI::App* setup_synth(CLI::App& app, SynthCommand& command);
 int run_synth(const SynthCommand& command);

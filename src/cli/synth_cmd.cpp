@@ -1,11 +1,13 @@
 // paramlayout synth: a Hugging Face config.json -> manifest v1 of one rank's chunk.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "commands.hpp"
 #include "flags.hpp"
 #include "io.hpp"
+#include "paramlayout/hf_config.hpp"
 #include "paramlayout/synth.hpp"
 #include "paramlayout/text.hpp"
 
@@ -30,7 +32,7 @@ std::string default_model_name(const SynthCommand& c) {
 CLI::App* setup_synth(CLI::App& app, SynthCommand& command) {
   CLI::App* sub = app.add_subcommand(
       "synth", "Write the manifest of one rank's chunk of a Hugging Face model config");
-  sub->add_option("CONFIG", command.config, "The model's config.json")->type_name("FILE")->required();
+  sub->add_option("CONFIG", command.config, "The model's config.json")->type_name("FILE");
   sub->add_option("--tp", command.tp, "Tensor-parallel size")->check(integer_in(1, 1024))->capture_default_str();
   sub->add_option("--pp", command.pp, "Pipeline-parallel size")->check(integer_in(1, 1024))->capture_default_str();
   sub->add_option("--stage", command.stage, "This chunk's pipeline stage, from 0")
@@ -52,10 +54,31 @@ CLI::App* setup_synth(CLI::App& app, SynthCommand& command) {
                                                   "instead of stdout")
       ->type_name("FILE");
   sub->add_flag("-q,--quiet", command.quiet, "No summary");
+  sub->add_flag("--list", command.list,
+                "Print the config.json architectures it knows, with their models");
   return sub;
 }
 
+namespace {
+
+void print_architectures() {
+  const std::vector<HfArchitecture> list = hf_architecture_list();
+  std::size_t width = 0;
+  for (const HfArchitecture& a : list) width = std::max(width, a.name.size());
+  for (const HfArchitecture& a : list) fmt::print("{:<{}}  {}\n", a.name, width, a.models);
+}
+
+}  // namespace
+
 int run_synth(const SynthCommand& command) {
+  if (command.list) {
+    print_architectures();
+    return kExitOk;
+  }
+  if (command.config.empty()) {
+    print_error(Error{"synth: CONFIG is required (or --list for the architectures it knows)"});
+    return kExitBadInput;
+  }
   Result<std::string> text = read_file(command.config);
   if (!text) {
     print_error(text.error());

@@ -1,142 +1,53 @@
-// Each architecture is a small mapping from its config.json fields to the model
-// description, as Megatron-Bridge's config bridges set Megatron-LM's TransformerConfig.
+// A config.json -> the model description: the table of architectures, each a small mapping
+// (hf/*.cpp) as Megatron-Bridge's bridges set Megatron-LM's TransformerConfig, and a guard
+// that refuses a field which would change the params and that the mapping did not read.
 #include "paramlayout/hf_config.hpp"
 
 #include <fmt/format.h>
 
 #include <array>
 
+#include "hf/mappers.hpp"
 #include "hf_reader.hpp"
 
 namespace paramlayout {
 namespace {
 
-using Notes = std::vector<std::string>;
-using Mapper = void (*)(hf::Config&, ModelSpec&, Notes&);
-
-/// The fields most decoders share, under Llama's names: RMSNorm, SwiGLU, rotary
-/// positions, untied embeddings unless the config ties them.
-void read_llama_like(hf::Config& c, ModelSpec& m) {
-  m.hidden_size = c.integer("hidden_size");
-  m.layers.assign(static_cast<std::size_t>(c.integer("num_hidden_layers")), LayerSpec{});
-  m.num_attention_heads = c.integer("num_attention_heads");
-  m.num_query_groups = c.integer("num_key_value_heads", m.num_attention_heads, 1);
-  m.kv_channels = c.integer("head_dim", 0, 1);
-  m.vocab_size = c.integer("vocab_size");
-  m.untie_embeddings_and_output_weights = !c.boolean("tie_word_embeddings", false);
-  m.gated_linear_unit = true;
-  m.normalization = Normalization::rms_norm;
-  m.position_embedding = PositionEmbedding::rope;
-  m.add_bias_linear = false;
-  m.moe.grouped_gemm = true;
-}
-
-void map_llama(hf::Config& c, ModelSpec& m, Notes&) {
-  read_llama_like(c, m);
-  m.ffn_hidden_size = c.integer("intermediate_size");
-  m.add_qkv_bias = c.boolean("attention_bias", false);
-}
-
-void map_qwen2(hf::Config& c, ModelSpec& m, Notes&) {
-  read_llama_like(c, m);
-  m.ffn_hidden_size = c.integer("intermediate_size");
-  m.add_qkv_bias = true;
-}
-
-void map_qwen3(hf::Config& c, ModelSpec& m, Notes&) {
-  read_llama_like(c, m);
-  m.ffn_hidden_size = c.integer("intermediate_size");
-  m.qk_layernorm = true;
-}
-
-void map_mixtral(hf::Config& c, ModelSpec& m, Notes&) {
-  read_llama_like(c, m);
-  m.moe.num_experts = c.integer("num_local_experts");
-  m.moe.ffn_hidden_size = c.integer("intermediate_size");
-  for (LayerSpec& l : m.layers) l.mlp = Mlp::moe;
-}
-
-void map_qwen3_moe(hf::Config& c, ModelSpec& m, Notes&) {
-  read_llama_like(c, m);
-  m.qk_layernorm = true;
-  m.ffn_hidden_size = c.integer("intermediate_size");
-  m.moe.num_experts = c.integer("num_experts");
-  m.moe.ffn_hidden_size = c.integer("moe_intermediate_size");
-  const std::int64_t step = c.integer("decoder_sparse_step", 1, 1);
-  const std::vector<std::int64_t> dense = c.integers("mlp_only_layers");
-  for (std::size_t i = 0; i < m.layers.size(); ++i) {
-    const auto layer = static_cast<std::int64_t>(i);
-    const bool listed = std::find(dense.begin(), dense.end(), layer) != dense.end();
-    if ((layer + 1) % step == 0 && !listed) m.layers[i].mlp = Mlp::moe;
-  }
-}
-
-void map_deepseek_v3(hf::Config& c, ModelSpec& m, Notes& notes) {
-  read_llama_like(c, m);
-  MlaSpec mla;
-  mla.q_lora_rank = c.integer("q_lora_rank", 0, 1);
-  mla.kv_lora_rank = c.integer("kv_lora_rank");
-  mla.qk_head_dim = c.integer("qk_nope_head_dim");
-  mla.qk_pos_emb_head_dim = c.integer("qk_rope_head_dim");
-  mla.v_head_dim = c.integer("v_head_dim");
-  m.mla = mla;
-  m.qk_layernorm = true;  // q_a_layernorm and kv_a_layernorm, fused into the up projections
-  m.ffn_hidden_size = c.integer("intermediate_size");
-  m.moe.num_experts = c.integer("n_routed_experts");
-  m.moe.ffn_hidden_size = c.integer("moe_intermediate_size");
-  m.moe.shared_expert_size = m.moe.ffn_hidden_size * c.integer("n_shared_experts", 0, 0);
-  const std::int64_t first_dense = c.integer("first_k_dense_replace", 0, 0);
-  const std::int64_t freq = c.integer("moe_layer_freq", 1, 1);
-  for (std::size_t i = 0; i < m.layers.size(); ++i) {
-    const auto layer = static_cast<std::int64_t>(i);
-    if (layer >= first_dense && layer % freq == 0) m.layers[i].mlp = Mlp::moe;
-  }
-  if (c.integer("num_nextn_predict_layers", 0, 0) > 0) {
-    notes.emplace_back("multi-token prediction layers are not included");
-  }
-}
-
-void map_gpt2(hf::Config& c, ModelSpec& m, Notes&) {
-  m.hidden_size = c.integer("n_embd");
-  m.layers.assign(static_cast<std::size_t>(c.integer("n_layer")), LayerSpec{});
-  m.num_attention_heads = c.integer("n_head");
-  m.ffn_hidden_size = c.integer("n_inner", 4 * m.hidden_size, 1);
-  m.vocab_size = c.integer("vocab_size");
-  m.position_embedding = PositionEmbedding::learned_absolute;
-  m.max_position_embeddings = c.integer("n_positions");
-  m.normalization = Normalization::layer_norm;
-  m.add_bias_linear = true;
-  m.untie_embeddings_and_output_weights = !c.boolean("tie_word_embeddings", true);
-}
-
 struct Architecture {
   std::string_view name;
-  Mapper map;
+  std::string_view models;
+  hf::Mapper map;
 };
 
+/// Megatron-Bridge's text decoders, and GPT-2, which Megatron-LM builds as its own GPT.
 constexpr std::array kArchitectures = {
-    Architecture{"LlamaForCausalLM", map_llama},
-    Architecture{"MistralForCausalLM", map_llama},
-    Architecture{"Qwen2ForCausalLM", map_qwen2},
-    Architecture{"Qwen3ForCausalLM", map_qwen3},
-    Architecture{"MixtralForCausalLM", map_mixtral},
-    Architecture{"Qwen3MoeForCausalLM", map_qwen3_moe},
-    Architecture{"DeepseekV3ForCausalLM", map_deepseek_v3},
-    Architecture{"GPT2LMHeadModel", map_gpt2},
+    Architecture{"LlamaForCausalLM", "Llama 2, 3, 3.1, 3.2; Granite (biased Llama)",
+                 hf::map_llama},
+    Architecture{"DeciLMForCausalLM", "Llama-Nemotron Super, Ultra (heterogeneous blocks)",
+                 hf::map_decilm},
+    Architecture{"MistralForCausalLM", "Mistral, Mistral-Nemo, Ministral", hf::map_llama},
+    Architecture{"MixtralForCausalLM", "Mixtral", hf::map_mixtral},
+    Architecture{"GemmaForCausalLM", "Gemma", hf::map_gemma},
+    Architecture{"Gemma2ForCausalLM", "Gemma 2", hf::map_gemma2},
+    Architecture{"Gemma3ForCausalLM", "Gemma 3 (text)", hf::map_gemma3},
+    Architecture{"Qwen2ForCausalLM", "Qwen2, Qwen2.5", hf::map_qwen2},
+    Architecture{"Qwen2MoeForCausalLM", "Qwen1.5-MoE, Qwen2-MoE", hf::map_qwen2_moe},
+    Architecture{"Qwen3ForCausalLM", "Qwen3", hf::map_qwen3},
+    Architecture{"Qwen3MoeForCausalLM", "Qwen3-MoE", hf::map_qwen3_moe},
+    Architecture{"Qwen3NextForCausalLM", "Qwen3-Next (gated delta net and attention)",
+                 hf::map_qwen3_next},
+    Architecture{"DeepseekV2ForCausalLM", "DeepSeek-V2, DeepSeek-V2-Lite", hf::map_deepseek},
+    Architecture{"DeepseekV3ForCausalLM", "DeepSeek-V3, Kimi-K2", hf::map_deepseek},
+    Architecture{"Glm4MoeForCausalLM", "GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7",
+                 hf::map_glm4_moe},
+    Architecture{"GptOssForCausalLM", "gpt-oss", hf::map_gpt_oss},
+    Architecture{"OlmoeForCausalLM", "OLMoE", hf::map_olmoe},
+    Architecture{"Phi3ForCausalLM", "Phi-3, Phi-3.5, Phi-4", hf::map_phi3},
+    Architecture{"NemotronHForCausalLM", "Nemotron-H (hybrid Mamba)", hf::map_nemotron_h},
+    Architecture{"GPT2LMHeadModel", "GPT-2, GPT-3-style", hf::map_gpt2},
 };
 
-/// Config fields that add params or change their shapes, in some architecture or other.
-/// One that is set (not false, 0, null or empty) and that the mapping did not read would
-/// silently give the wrong params, so it is an error.
-constexpr std::array<std::string_view, 18> kShapeFields = {
-    "attention_bias",        "mlp_bias",           "num_nextn_predict_layers",
-    "n_shared_experts",      "shared_expert_intermediate_size", "first_k_dense_replace",
-    "moe_layer_freq",        "decoder_sparse_step", "mlp_only_layers",
-    "q_lora_rank",           "kv_lora_rank",       "num_local_experts",
-    "num_experts",           "n_routed_experts",   "moe_intermediate_size",
-    "qkv_bias",              "block_configs",      "hybrid_override_pattern",
-};
-
+/// Set to something other than false, 0, null or empty.
 bool is_set(json::Element e) {
   switch (e.type()) {
     case simdjson::dom::element_type::NULL_VALUE:
@@ -158,14 +69,68 @@ bool is_set(json::Element e) {
   }
 }
 
+/// `layer_types` naming a layer other than (sliding-window) attention, whose params are the
+/// same as full attention's.
+bool has_other_layer_types(json::Element e) {
+  if (!e.is_array()) return is_set(e);
+  for (json::Element item : simdjson::dom::array(e)) {
+    std::string_view type;
+    if (item.get(type) != simdjson::SUCCESS) return true;
+    if (type != "full_attention" && type != "sliding_attention" &&
+        type != "chunked_attention") {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// A config field that adds params or changes their shapes in some architecture. One that
+/// `matters` and that the mapping did not read would silently give the wrong params, so it
+/// is an error; fields that change no param (rope, windows, dropouts, ...) are not listed.
+struct ShapeField {
+  std::string_view name;
+  bool (*matters)(json::Element) = is_set;
+};
+
+constexpr std::array kShapeFields = {
+    // Sizes and attention.
+    ShapeField{"intermediate_size"}, ShapeField{"n_inner"}, ShapeField{"head_dim"},
+    ShapeField{"attention_head_dim"}, ShapeField{"num_key_value_heads"},
+    ShapeField{"tie_word_embeddings"}, ShapeField{"use_qk_norm"},
+    ShapeField{"layer_types", has_other_layer_types}, ShapeField{"add_cross_attention"},
+    // Biases.
+    ShapeField{"attention_bias"}, ShapeField{"mlp_bias"}, ShapeField{"use_bias"},
+    ShapeField{"qkv_bias"}, ShapeField{"lm_head_bias"},
+    // Experts.
+    ShapeField{"num_experts"}, ShapeField{"num_local_experts"}, ShapeField{"n_routed_experts"},
+    ShapeField{"moe_intermediate_size"}, ShapeField{"n_shared_experts"},
+    ShapeField{"shared_expert_intermediate_size"},
+    ShapeField{"moe_shared_expert_intermediate_size"}, ShapeField{"moe_latent_size"},
+    ShapeField{"first_k_dense_replace"}, ShapeField{"moe_layer_freq"},
+    ShapeField{"decoder_sparse_step"}, ShapeField{"mlp_only_layers"},
+    // Multi-latent attention.
+    ShapeField{"q_lora_rank"}, ShapeField{"kv_lora_rank"}, ShapeField{"qk_nope_head_dim"},
+    ShapeField{"qk_rope_head_dim"}, ShapeField{"v_head_dim"},
+    // Multi-token prediction.
+    ShapeField{"num_nextn_predict_layers"}, ShapeField{"mtp_num_hidden_layers"},
+    ShapeField{"mtp_hybrid_override_pattern"},
+    // Heterogeneous, hybrid and linear-attention layers.
+    ShapeField{"block_configs"}, ShapeField{"hybrid_override_pattern"},
+    ShapeField{"mamba_num_heads"}, ShapeField{"mamba_head_dim"}, ShapeField{"n_groups"},
+    ShapeField{"ssm_state_size"}, ShapeField{"full_attention_interval"},
+    ShapeField{"linear_num_key_heads"}, ShapeField{"linear_num_value_heads"},
+    ShapeField{"linear_key_head_dim"}, ShapeField{"linear_value_head_dim"},
+    ShapeField{"linear_conv_kernel_dim"},
+};
+
 void reject_unread_shape_fields(hf::Config& c) {
-  for (std::string_view key : kShapeFields) {
-    if (c.was_read(key)) continue;
-    auto value = c.reader().root().at_key(key);
-    if (value.error() || !is_set(value.value())) continue;
-    c.fail(key, fmt::format("changes the params of a model, and the {} mapping does not read "
-                            "it; remove it if the model does not use it",
-                            c.architecture()));
+  for (const ShapeField& field : kShapeFields) {
+    if (c.was_read(field.name)) continue;
+    auto value = c.reader().root().at_key(field.name);
+    if (value.error() || !field.matters(value.value())) continue;
+    c.fail(field.name, fmt::format("changes the params of a model, and the {} mapping does "
+                                   "not read it; remove it if the model does not use it",
+                                   c.architecture()));
     return;
   }
 }
@@ -188,6 +153,12 @@ std::string read_architecture(json::Reader& reader) {
 }
 
 }  // namespace
+
+std::vector<HfArchitecture> hf_architecture_list() {
+  std::vector<HfArchitecture> list;
+  for (const Architecture& a : kArchitectures) list.push_back({a.name, a.models});
+  return list;
+}
 
 std::vector<std::string_view> hf_architectures() {
   std::vector<std::string_view> names;

@@ -11,6 +11,12 @@ std::optional<json::Element> Config::find(std::string_view key) {
   return value.value();
 }
 
+bool Config::is_null(std::string_view key) {
+  read_.emplace(key);
+  auto value = reader_.root().at_key(key);
+  return !value.error() && value.value().is_null();
+}
+
 std::int64_t Config::integer(std::string_view key, std::int64_t min) {
   std::optional<json::Element> e = find(key);
   if (!e) {

@@ -24,6 +24,9 @@ class Config {
   /// The value of `key` (nullopt when absent or null); marks it read.
   std::optional<json::Element> find(std::string_view key);
   bool has(std::string_view key) { return find(key).has_value(); }
+  /// Whether `key` is present with the value null (which some configs use to mean "none",
+  /// unlike an absent key, which takes the architecture's default); marks it read.
+  bool is_null(std::string_view key);
 
   /// A required integer in [min, kMaxDimension].
   std::int64_t integer(std::string_view key, std::int64_t min = 1);

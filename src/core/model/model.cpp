@@ -29,18 +29,29 @@ std::int64_t MambaSpec::heads(std::int64_t hidden) const {
   return num_heads > 0 ? num_heads : inner(hidden) / head_dim;
 }
 
+std::vector<LayerSpec> ModelSpec::mtp_layer_specs() const {
+  if (mtp_num_layers == 0) return {};
+  return hybrid ? hybrid_mtp_layers : std::vector<LayerSpec>{mtp_layer()};
+}
+
 bool ModelSpec::uses(Mixer mixer) const {
   for (const LayerSpec& l : layers) {
     if (l.mixer == mixer) return true;
   }
-  return mtp_num_layers > 0 && mtp_layer().mixer == mixer;
+  for (const LayerSpec& l : mtp_layer_specs()) {
+    if (l.mixer == mixer) return true;
+  }
+  return false;
 }
 
 bool ModelSpec::uses(Mlp mlp) const {
   for (const LayerSpec& l : layers) {
     if (l.mlp == mlp) return true;
   }
-  return mtp_num_layers > 0 && mtp_layer().mlp == mlp;
+  for (const LayerSpec& l : mtp_layer_specs()) {
+    if (l.mlp == mlp) return true;
+  }
+  return false;
 }
 
 namespace {
@@ -102,6 +113,7 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
     if ((p = size("moe_shared_expert_intermediate_size", m.moe.shared_expert_size, 0))) {
       return p;
     }
+    if ((p = size("moe_latent_size", m.moe.latent_size, 0))) return p;
   }
   if (m.uses(Mixer::mamba)) {
     if ((p = size("mamba_state_dim", m.mamba.state_dim))) return p;

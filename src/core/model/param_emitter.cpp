@@ -1,8 +1,9 @@
 // Inside a GPT decoder layer (TransformerLayer): the input norm where it is not fused into
-// linear_qkv (multi-latent attention), self_attention (core_attention's sinks, linear_proj,
-// then linear_qkv and the q/k norms, or MLA's projections), the pre-MLP norm (MoE layers
-// only: dense MLPs fuse it into linear_fc1), then the MLP or the MoE (router, experts,
-// shared experts). A hybrid model's layer holds one of these parts, or a Mamba mixer.
+// linear_qkv (multi-latent attention), self_attention (core_attention's sinks, linear_proj
+// and its output norm, then linear_qkv and the q/k norms, or MLA's projections), the pre-MLP
+// norm (MoE layers only: dense MLPs fuse it into linear_fc1), then the MLP or the MoE
+// (router, latent projections, experts, shared experts). A hybrid model's layer holds one of
+// these parts, or a Mamba mixer.
 #include "param_emitter.hpp"
 
 #include <fmt/format.h>
@@ -91,6 +92,7 @@ void ParamEmitter::layer(const std::string& prefix, const LayerSpec& layer) {
     case Mlp::dense:
       fused_norm(prefix + "mlp.linear_fc1.", m_.hidden_size);
       dense_mlp(prefix + "mlp.", m_.dense_ffn(layer));
+      if (m_.post_linear_norms) norm(prefix + "mlp.linear_fc2.post_layernorm.", m_.hidden_size);
       break;
     case Mlp::moe:
       moe(prefix);
@@ -116,13 +118,15 @@ void ParamEmitter::attention(const std::string& p, const LayerSpec& layer) {
   }
   const std::int64_t d = m_.head_dim();
   linear(a + "linear_proj.", h, heads * d / tp, m_.add_bias_linear);
+  if (m_.post_linear_norms) norm(a + "linear_proj.post_layernorm.", h);
   const std::int64_t gate = m_.attention_output_gate ? heads : 0;
   fused_norm(a + "linear_qkv.", h);
   linear(a + "linear_qkv.", (heads + gate + 2 * m_.query_groups(layer)) * d / tp, h,
          m_.add_bias_linear || m_.add_qkv_bias);
   if (m_.qk_layernorm) {
-    norm(a + "q_layernorm.", d);
-    norm(a + "k_layernorm.", d);
+    const std::int64_t n = m_.qk_layernorm_all_heads ? heads * d : d;
+    norm(a + "q_layernorm.", n);
+    norm(a + "k_layernorm.", n);
   }
 }
 
@@ -205,6 +209,10 @@ void ParamEmitter::moe(const std::string& p) {
   const std::string m = p + "mlp.";
   norm(p + "pre_mlp_layernorm.", h);
   linear(m + "router.", moe.num_experts, h, m_.add_bias_linear);
+  if (moe.latent_size > 0) {
+    linear(m + "fc1_latent_proj.", moe.latent_size, h, m_.add_bias_linear);
+    linear(m + "fc2_latent_proj.", h, moe.latent_size, m_.add_bias_linear);
+  }
   experts(m + "experts.");
   if (moe.shared_expert_size > 0) {
     const std::string shared = m + "shared_experts.";
@@ -213,8 +221,9 @@ void ParamEmitter::moe(const std::string& p) {
   }
 }
 
+/// Routed experts read and write the latent size where the MoE has latent projections.
 void ParamEmitter::experts(const std::string& e) {
-  const std::int64_t h = m_.hidden_size;
+  const std::int64_t h = m_.moe.latent_size > 0 ? m_.moe.latent_size : m_.hidden_size;
   const std::int64_t ffn = m_.moe.ffn_hidden_size;
   const std::int64_t fc1 = (m_.gated_linear_unit ? 2 : 1) * ffn / s_.etp;
   const std::int64_t fc2_in = ffn / s_.etp;
@@ -235,7 +244,7 @@ void ParamEmitter::experts(const std::string& e) {
 
 /// TE's grouped linears register weight<i> and bias<i> in turn, for each local expert.
 void ParamEmitter::grouped_experts(const std::string& e, std::int64_t fc1, std::int64_t fc2_in) {
-  const std::int64_t h = m_.hidden_size;
+  const std::int64_t h = m_.moe.latent_size > 0 ? m_.moe.latent_size : m_.hidden_size;
   const std::int64_t local = m_.moe.num_experts / s_.ep;
   const bool bias = m_.add_bias_linear;
   for (std::int64_t i = 0; i < local; ++i) {

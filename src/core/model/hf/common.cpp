@@ -1,0 +1,84 @@
+// Readers most architectures share: the Llama-style core fields, biases, which layers are
+// mixtures of experts, and multi-token prediction layers.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "mappers.hpp"
+#include "paramlayout/text.hpp"
+
+namespace paramlayout::hf {
+
+void read_llama_like(Config& c, ModelSpec& m, bool tie_default) {
+  m.hidden_size = c.integer("hidden_size");
+  m.layers.assign(static_cast<std::size_t>(c.integer("num_hidden_layers")), LayerSpec{});
+  m.num_attention_heads = c.integer("num_attention_heads");
+  m.num_query_groups = c.integer("num_key_value_heads", m.num_attention_heads, 1);
+  m.kv_channels = c.integer("head_dim", 0, 1);
+  m.vocab_size = c.integer("vocab_size");
+  m.untie_embeddings_and_output_weights = !c.boolean("tie_word_embeddings", tie_default);
+  m.gated_linear_unit = true;
+  m.normalization = Normalization::rms_norm;
+  m.position_embedding = PositionEmbedding::rope;
+  m.add_bias_linear = false;
+  m.moe.grouped_gemm = true;
+  read_mtp_layers(c, m);
+}
+
+void read_biases(Config& c, ModelSpec& m, Notes& notes) {
+  const bool attention = c.boolean("attention_bias", false);
+  const bool mlp = c.boolean("mlp_bias", false);
+  m.add_qkv_bias = attention;
+  m.add_bias_linear = mlp;
+  if (attention && !mlp) {
+    notes.push_back(fmt::format(
+        "attention_bias: Hugging Face also biases o_proj, Megatron-LM's add_qkv_bias only "
+        "linear_qkv: {} checkpoint elements have no param",
+        group_digits(m.num_layers() * m.hidden_size)));
+  }
+  if (mlp && !attention) {
+    notes.emplace_back(
+        "mlp_bias: Megatron-LM's add_bias_linear also biases linear_qkv and linear_proj, "
+        "which the checkpoint does not");
+  }
+}
+
+void read_first_dense_moe_layers(Config& c, ModelSpec& m, std::int64_t first_dense_default) {
+  const std::int64_t first_dense = c.integer("first_k_dense_replace", first_dense_default, 0);
+  const std::int64_t freq = c.integer("moe_layer_freq", 1, 1);
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    const auto layer = static_cast<std::int64_t>(i);
+    if (layer >= first_dense && layer % freq == 0) m.layers[i].mlp = Mlp::moe;
+  }
+}
+
+void read_sparse_step_moe_layers(Config& c, ModelSpec& m) {
+  const std::int64_t step = c.integer("decoder_sparse_step", 1, 1);
+  const std::vector<std::int64_t> dense = c.integers("mlp_only_layers");
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    const auto layer = static_cast<std::int64_t>(i);
+    const bool listed = std::find(dense.begin(), dense.end(), layer) != dense.end();
+    if ((layer + 1) % step == 0 && !listed) m.layers[i].mlp = Mlp::moe;
+  }
+}
+
+void read_mtp_layers(Config& c, ModelSpec& m) {
+  m.mtp_num_layers = c.has("mtp_num_hidden_layers")
+                         ? c.integer("mtp_num_hidden_layers", 0)
+                         : c.integer("num_nextn_predict_layers", 0, 0);
+}
+
+void note_expert_bias(const ModelSpec& m, Notes& notes) {
+  std::int64_t layers = 0;
+  for (const LayerSpec& l : m.layers) layers += l.mlp == Mlp::moe ? 1 : 0;
+  for (const LayerSpec& l : m.mtp_layer_specs()) {
+    layers += l.mlp == Mlp::moe ? m.mtp_num_layers : 0;
+  }
+  if (layers == 0) return;
+  notes.push_back(fmt::format(
+      "the router's expert bias (e_score_correction_bias) is a buffer in Megatron-LM, not a "
+      "param: {} checkpoint elements have no param",
+      group_digits(layers * m.moe.num_experts)));
+}
+
+}  // namespace paramlayout::hf

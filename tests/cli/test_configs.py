@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Every shipped Hugging Face config through the binary: synth, plan at dp 8 with both
+strategies, check --replan; and synth --list names every architecture they use.
+
+Usage: test_configs.py PARAMLAYOUT SOURCE_ROOT
+"""
+import json
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+BINARY = ""
+ROOT = Path()
+
+
+def run(*args):
+    return subprocess.run([BINARY, *map(str, args)], capture_output=True, text=True,
+                          errors="replace", timeout=300)
+
+
+def configs():
+    return sorted(p for p in (ROOT / "testdata/configs").glob("*.json")
+                  if p.name != "published.json")
+
+
+class ShippedConfigs(unittest.TestCase):
+    def test_every_config_plans_and_passes_replan_with_both_strategies(self):
+        self.assertGreaterEqual(len(configs()), 35)
+        with tempfile.TemporaryDirectory() as tmp:
+            for config in configs():
+                with self.subTest(config.stem):
+                    manifest = Path(tmp, config.stem + ".json")
+                    result = run("synth", config, "-q", "-o", manifest)
+                    self.assertEqual(result.returncode, 0, result.stderr)
+                    params = json.loads(manifest.read_text())["params"]
+                    self.assertGreater(len(params), 0)
+                    for strategy in ("sequential-dp", "layerwise"):
+                        layout = Path(tmp, f"{config.stem}.{strategy}.layout.json")
+                        result = run("plan", manifest, "--dp", 8, "--strategy", strategy, "-q",
+                                     "-o", layout)
+                        self.assertEqual(result.returncode, 0, result.stderr)
+                        check = run("check", layout, "--manifest", manifest, "--replan")
+                        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+
+    def test_list_names_every_architecture_the_configs_use(self):
+        result = run("synth", "--list")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        listed = {line.split()[0] for line in result.stdout.splitlines()}
+        used = {json.loads(c.read_text())["architectures"][0] for c in configs()}
+        self.assertLessEqual(used, listed)
+        self.assertGreaterEqual(len(listed), 20)
+        self.assertIn("Llama 2, 3, 3.1, 3.2", result.stdout)
+
+    def test_synth_needs_a_config_unless_listing(self):
+        result = run("synth")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("CONFIG is required (or --list", result.stderr)
+        self.assertEqual(result.stdout, "")
+
+    def test_an_unknown_architecture_names_the_known_ones_and_the_job_form(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            config = Path(tmp, "config.json")
+            config.write_text('{"architectures": ["Llama4ForConditionalGeneration"]}')
+            result = run("synth", config)
+            self.assertEqual(result.returncode, 2)
+            self.assertIn('unknown architecture "Llama4ForConditionalGeneration"; known: '
+                          "LlamaForCausalLM, DeciLMForCausalLM", result.stderr)
+            self.assertIn("paramlayout job --world-size N -o DIR --", result.stderr)
+            self.assertEqual(result.stdout, "")
+
+    def test_notes_say_what_the_params_leave_out(self):
+        result = run("synth", ROOT / "testdata/configs/deepseek-v3.json", "-o", "/dev/null")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("note: the router's expert bias (e_score_correction_bias) is a buffer",
+                      result.stdout)
+
+
+if __name__ == "__main__":
+    BINARY = str(Path(sys.argv[1]).resolve())
+    ROOT = Path(sys.argv[2])
+    unittest.main(argv=sys.argv[:1], verbosity=2)
