@@ -91,7 +91,8 @@ def full_param_layout(layout_path, model_chunk, expect=None, classes=None):
                 problems.append(f"{where}: expert_parallel does not match the param's "
                                 f"allreduce attribute")
             per.param_index_map[param] = (p["start"], p["end"], p["bucket"])
-            per.param_indices.append(p["index"])
+        # Megatron-LM lists each param's index in model order: the counter's order.
+        per.param_indices = sorted(p["index"] for p in b["params"])
         full.layouts[key] = per
     for name in trainable:
         if name not in placed:
