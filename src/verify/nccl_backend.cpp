@@ -1,14 +1,14 @@
 // The nccl backend: real CUDA buffers on every visible GPU, NCCL collectives among them,
-// fill and check as kernels. Only mismatch counts and the first few mismatches come back to
-// the host. One process drives all its GPUs (ncclCommInitAll), or, under an MPI launcher,
-// each process drives one and rank 0's ncclUniqueId, broadcast, joins them
-// (ncclCommInitRank). A device stands for dp / G consecutive ranks, so its send buffer holds
-// the sum of their contributions.
+// fill and check as kernels (nccl_kernels.cu). Only mismatch counts and the first few
+// mismatches come back to the host. One process drives all its GPUs, or, under an MPI
+// launcher, each process drives one; either way rank 0's ncclUniqueId joins them, on
+// non-blocking communicators (nccl_comms.hpp) that a failure or --timeout aborts. A device
+// stands for dp / G consecutive ranks, so its send buffer holds the sum of their
+// contributions.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -17,104 +17,11 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "nccl_comms.hpp"
+#include "nccl_kernels.hpp"
 
 namespace paramlayout::verify {
 namespace {
-
-constexpr std::int64_t kTile = 8192;   // elements per thread block and segment tile
-constexpr int kThreads = 256;
-
-/// What a check kernel reports back.
-struct DeviceResult {
-  unsigned long long mismatches;
-  unsigned int kept;
-  Mismatch first[kKeptMismatches];
-};
-
-/// The first CUDA or NCCL failure, with what was being done; later calls are skipped.
-class Status {
- public:
-  bool ok() const { return message_.empty(); }
-  Status& cuda(cudaError_t e, const char* what) {
-    if (ok() && e != cudaSuccess) message_ = std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e);
-    return *this;
-  }
-  Status& nccl(ncclResult_t e, const char* what) {
-    if (ok() && e != ncclSuccess) message_ = std::string("NCCL error in ") + what + ": " + ncclGetErrorString(e);
-    return *this;
-  }
-  Status& fail(std::string message) {
-    if (ok()) message_ = std::move(message);
-    return *this;
-  }
-  Error error() const { return Error{message_}; }
-  std::optional<std::string> failure() const {
-    return ok() ? std::nullopt : std::optional<std::string>(message_);
-  }
-
- private:
-  std::string message_;
-};
-
-// Which segment tile `b` falls in: tile_start is the prefix sum of each segment's tiles.
-__device__ int segment_of_tile(const std::int64_t* tile_start, int segments, std::int64_t b) {
-  int lo = 0;
-  int hi = segments - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (tile_start[mid] <= b) lo = mid; else hi = mid - 1;
-  }
-  return lo;
-}
-
-template <class T>
-__global__ void fill_kernel(const Segment* segments, const std::int64_t* tile_start, int count,
-                            std::int64_t tiles, bool params, Encoding encoding, std::int64_t dp,
-                            std::int64_t rank_begin, std::int64_t rank_end, T* out) {
-  for (std::int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
-    const int s = segment_of_tile(tile_start, count, b);
-    const Segment seg = segments[s];
-    const ValueRule rule = value_rule(params, encoding, seg.param, dp, rank_begin, rank_end);
-    const std::int64_t first = (b - tile_start[s]) * kTile;
-    const std::int64_t last = min(first + kTile, seg.length);
-    for (std::int64_t k = first + threadIdx.x; k < last; k += blockDim.x) {
-      out[seg.begin + k] = static_cast<T>(rule.bits(seg.element + k));
-    }
-  }
-}
-
-template <class T>
-__global__ void check_kernel(const Segment* segments, const std::int64_t* tile_start, int count,
-                             std::int64_t tiles, bool params, Encoding encoding, std::int64_t dp,
-                             std::int64_t device, const T* in, DeviceResult* result) {
-  for (std::int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
-    const int s = segment_of_tile(tile_start, count, b);
-    const Segment seg = segments[s];
-    const ValueRule rule = value_rule(params, encoding, seg.param, dp, 0, dp);
-    const std::int64_t first = (b - tile_start[s]) * kTile;
-    const std::int64_t last = min(first + kTile, seg.length);
-    for (std::int64_t k = first + threadIdx.x; k < last; k += blockDim.x) {
-      const std::uint32_t want = rule.bits(seg.element + k);
-      const std::uint32_t got = in[seg.begin + k];
-      if (want == got) continue;
-      atomicAdd(&result->mismatches, 1ULL);
-      const unsigned int slot = atomicAdd(&result->kept, 1u);
-      if (slot < kKeptMismatches) {
-        result->first[slot] = Mismatch{device, seg.begin + k, seg.param, seg.element + k, want, got};
-      }
-    }
-  }
-}
-
-/// Calls f(T{}) with T the unsigned word an element of encoding `e` is stored in.
-template <class F>
-void with_word(Encoding e, F&& f) {
-  switch (encoding_bytes(e)) {
-    case 1: return f(std::uint8_t{});
-    case 2: return f(std::uint16_t{});
-    default: return f(std::uint32_t{});
-  }
-}
 
 ncclDataType_t nccl_type(Encoding e) {
   switch (e) {
@@ -125,6 +32,73 @@ ncclDataType_t nccl_type(Encoding e) {
   }
   return ncclUint8;
 }
+
+/// "2.28.9", the NCCL library this process loaded.
+std::string nccl_version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "?";
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100);
+}
+
+/// One GPU this process drives, with its streams, events and buffers.
+struct Device {
+  int id = 0;
+  std::int64_t index = 0;  // among all devices, in every process
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr;
+  cudaEvent_t stop = nullptr;
+  cudaEvent_t work_start = nullptr;  // around fill and check
+  cudaEvent_t work_stop = nullptr;
+  void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t capacity = 0;
+  Segment* segments = nullptr;
+  std::int64_t* tile_start = nullptr;
+  std::size_t segment_capacity = 0;
+  DeviceSegments uploaded;
+  DeviceResult* result = nullptr;
+  std::vector<std::int64_t> host_tiles;
+
+  void release() {
+    cudaSetDevice(id);
+    cudaFree(send);
+    cudaFree(recv);
+    cudaFree(segments);
+    cudaFree(tile_start);
+    cudaFree(result);
+    if (stream) cudaStreamDestroy(stream);
+    for (cudaEvent_t e : {start, stop, work_start, work_stop}) {
+      if (e) cudaEventDestroy(e);
+    }
+  }
+
+  // Copies the segments and the prefix sums of their tiles to the device.
+  void upload(Status& st, const std::vector<Segment>& list) {
+    host_tiles.resize(list.size());
+    std::int64_t tiles = 0;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      host_tiles[i] = tiles;
+      tiles += (list[i].length + kTile - 1) / kTile;
+    }
+    if (list.size() > segment_capacity) {
+      cudaFree(segments);
+      cudaFree(tile_start);
+      segments = nullptr;
+      tile_start = nullptr;
+      segment_capacity = std::max<std::size_t>(list.size(), 2 * segment_capacity);
+      st.cuda(cudaMalloc(&segments, segment_capacity * sizeof(Segment)), "cudaMalloc (segments)")
+          .cuda(cudaMalloc(&tile_start, segment_capacity * sizeof(std::int64_t)),
+                "cudaMalloc (tiles)");
+    }
+    uploaded = DeviceSegments{segments, tile_start, static_cast<int>(list.size()), tiles};
+    // Pageable copies on the stream: staged before they return, ordered before the kernel.
+    st.cuda(cudaMemcpyAsync(segments, list.data(), list.size() * sizeof(Segment),
+                            cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (segments)")
+        .cuda(cudaMemcpyAsync(tile_start, host_tiles.data(), list.size() * sizeof(std::int64_t),
+                              cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (tiles)");
+  }
+};
 
 class NcclBackend final : public Backend {
  public:
@@ -140,34 +114,19 @@ class NcclBackend final : public Backend {
   }
 
   ~NcclBackend() override {
-    for (auto& [size, comms] : comms_) {
-      for (ncclComm_t c : comms) ncclCommDestroy(c);
-    }
-    for (Device& d : devices_) {
-      cudaSetDevice(d.id);
-      cudaFree(d.send);
-      cudaFree(d.recv);
-      cudaFree(d.segments);
-      cudaFree(d.tile_start);
-      cudaFree(d.result);
-      if (d.stream) cudaStreamDestroy(d.stream);
-      if (d.start) cudaEventDestroy(d.start);
-      if (d.stop) cudaEventDestroy(d.stop);
-      if (d.work_start) cudaEventDestroy(d.work_start);
-      if (d.work_stop) cudaEventDestroy(d.work_stop);
-    }
+    comms_.clear();  // before the buffers their collectives may still use
+    for (Device& d : devices_) d.release();
   }
 
   Status init() {
     Status st;
     for (Device& d : devices_) {
       st.cuda(cudaSetDevice(d.id), "cudaSetDevice")
-          .cuda(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking), "cudaStreamCreate")
-          .cuda(cudaEventCreate(&d.start), "cudaEventCreate")
-          .cuda(cudaEventCreate(&d.stop), "cudaEventCreate")
-          .cuda(cudaEventCreate(&d.work_start), "cudaEventCreate")
-          .cuda(cudaEventCreate(&d.work_stop), "cudaEventCreate")
-          .cuda(cudaMalloc(&d.result, sizeof(DeviceResult)), "cudaMalloc");
+          .cuda(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      for (cudaEvent_t* e : {&d.start, &d.stop, &d.work_start, &d.work_stop}) {
+        st.cuda(cudaEventCreate(e), "cudaEventCreate");
+      }
+      st.cuda(cudaMalloc(&d.result, sizeof(DeviceResult)), "cudaMalloc");
       if (!st.ok()) break;
       cudaDeviceProp prop{};
       st.cuda(cudaGetDeviceProperties(&prop, d.id), "cudaGetDeviceProperties");
@@ -183,8 +142,11 @@ class NcclBackend final : public Backend {
   }
 
   std::string describe() const override {
-    if (peers_.size() > 1) return "nccl over MPI, " + std::to_string(total_) + " processes x " + name_;
-    return "nccl, " + std::to_string(total_) + " x " + name_;
+    const std::string nccl = "nccl " + nccl_version();
+    if (peers_.size() > 1) {
+      return nccl + " over MPI, " + std::to_string(total_) + " processes x " + name_;
+    }
+    return nccl + ", " + std::to_string(total_) + " x " + name_;
   }
   std::int64_t devices() const override { return total_; }
 
@@ -224,12 +186,13 @@ class NcclBackend final : public Backend {
       Device& d = devices_[i];
       const std::vector<Segment>& sent = grads ? round.all_blocks : round.own_block[d.index];
       st.cuda(cudaSetDevice(d.id), "cudaSetDevice");
-      upload(st, d, sent);
+      d.upload(st, sent);
       st.cuda(cudaEventRecord(d.work_start, d.stream), "cudaEventRecord")
           .cuda(cudaMemsetAsync(d.recv, 0xFF, received, d.stream), "cudaMemsetAsync (poison)");
       if (!st.ok()) break;
-      launch_fill(d, !grads, round, d.index * per_device, (d.index + 1) * per_device);
-      st.cuda(cudaGetLastError(), "the fill kernel")
+      st.cuda(launch_fill(d.uploaded, !grads, round.encoding, round.dp, d.index * per_device,
+                          (d.index + 1) * per_device, d.send, d.stream),
+              "the fill kernel")
           .cuda(cudaEventRecord(d.work_stop, d.stream), "cudaEventRecord");
     }
     st = synchronize(st, round);
@@ -238,10 +201,12 @@ class NcclBackend final : public Backend {
 
   Result<double> collective(const Round& round) override {
     Status st;
-    std::vector<ncclComm_t>* comms = communicators(st, round.devices);
+    Communicators* comms = communicators(st, round.devices);
     if (!st.ok()) return st.error();
     const bool grads = round.kind == RoundKind::grads;
+    const char* what = grads ? "ncclReduceScatter" : "ncclAllGather";
     const std::size_t bytes = static_cast<std::size_t>(round.length * encoding_bytes(round.encoding));
+    const Deadline deadline(timeout_);
     st.nccl(ncclGroupStart(), "ncclGroupStart");
     for (std::size_t g = 0; g < comms->size() && st.ok(); ++g) {
       Device& d = devices_[g];
@@ -250,18 +215,21 @@ class NcclBackend final : public Backend {
       if (grads) {
         st.nccl(ncclReduceScatter(d.send, d.recv, static_cast<std::size_t>(round.length),
                                   nccl_type(round.encoding), ncclSum, (*comms)[g], d.stream),
-                "ncclReduceScatter");
+                what, (*comms)[g]);
       } else {
-        st.nccl(ncclAllGather(d.send, d.recv, bytes, ncclUint8, (*comms)[g], d.stream),
-                "ncclAllGather");
+        st.nccl(ncclAllGather(d.send, d.recv, bytes, ncclUint8, (*comms)[g], d.stream), what,
+                (*comms)[g]);
       }
     }
-    st.nccl(ncclGroupEnd(), "ncclGroupEnd");
+    const ncclResult_t end = ncclGroupEnd();
+    if (st.ok()) st = comms->settle(end, what, deadline);
+    // Only once NCCL has taken the calls in are they on the streams, ahead of these events.
     for (std::size_t g = 0; g < comms->size() && st.ok(); ++g) {
       st.cuda(cudaSetDevice(devices_[g].id), "cudaSetDevice")
           .cuda(cudaEventRecord(devices_[g].stop, devices_[g].stream), "cudaEventRecord");
     }
-    st = wait(st, round, *comms, grads ? "ncclReduceScatter" : "ncclAllGather");
+    if (st.ok()) st = wait(*comms, what, deadline);
+    if (!st.ok()) forget(round.devices);
     return slowest(st, round, &Device::start, &Device::stop);
   }
 
@@ -273,11 +241,12 @@ class NcclBackend final : public Backend {
       const std::vector<Segment>& received = grads ? round.own_block[d.index] : round.all_blocks;
       st.cuda(cudaSetDevice(d.id), "cudaSetDevice")
           .cuda(cudaMemsetAsync(d.result, 0, sizeof(DeviceResult), d.stream), "cudaMemsetAsync");
-      upload(st, d, received);
+      d.upload(st, received);
       st.cuda(cudaEventRecord(d.work_start, d.stream), "cudaEventRecord");
       if (!st.ok()) break;
-      launch_check(d, !grads, round, d.index);
-      st.cuda(cudaGetLastError(), "the check kernel")
+      st.cuda(launch_check(d.uploaded, !grads, round.encoding, round.dp, d.index, d.recv,
+                           d.result, d.stream),
+              "the check kernel")
           .cuda(cudaEventRecord(d.work_stop, d.stream), "cudaEventRecord");
     }
     st = synchronize(st, round);
@@ -293,7 +262,8 @@ class NcclBackend final : public Backend {
                                 devices_[i].stream), "cudaMemcpyAsync (check result)")
           .cuda(cudaStreamSynchronize(devices_[i].stream), "cudaStreamSynchronize");
       result.mismatches += static_cast<std::int64_t>(r.mismatches);
-      first.insert(first.end(), r.first, r.first + std::min<unsigned int>(r.kept, kKeptMismatches));
+      const auto kept = static_cast<std::size_t>(std::min<unsigned long long>(r.kept, kKeptMismatches));
+      first.insert(first.end(), r.first, r.first + kept);
     }
     st = agree(st);
     if (!st.ok()) return st.error();
@@ -303,79 +273,6 @@ class NcclBackend final : public Backend {
   }
 
  private:
-  struct Device {
-    int id = 0;
-    std::int64_t index = 0;  // among all devices, in every process
-    cudaStream_t stream = nullptr;
-    cudaEvent_t start = nullptr;
-    cudaEvent_t stop = nullptr;
-    cudaEvent_t work_start = nullptr;  // around fill and check
-    cudaEvent_t work_stop = nullptr;
-    void* send = nullptr;
-    void* recv = nullptr;
-    std::size_t capacity = 0;
-    Segment* segments = nullptr;
-    std::int64_t* tile_start = nullptr;
-    std::size_t segment_capacity = 0;
-    int segment_count = 0;
-    std::int64_t tiles = 0;
-    DeviceResult* result = nullptr;
-    std::vector<std::int64_t> host_tiles;
-  };
-
-  // Copies the segments and the prefix sums of their tiles to the device.
-  void upload(Status& st, Device& d, const std::vector<Segment>& segments) {
-    d.host_tiles.resize(segments.size());
-    std::int64_t tiles = 0;
-    for (std::size_t i = 0; i < segments.size(); ++i) {
-      d.host_tiles[i] = tiles;
-      tiles += (segments[i].length + kTile - 1) / kTile;
-    }
-    d.tiles = tiles;
-    d.segment_count = static_cast<int>(segments.size());
-    if (segments.size() > d.segment_capacity) {
-      cudaFree(d.segments);
-      cudaFree(d.tile_start);
-      d.segments = nullptr;
-      d.tile_start = nullptr;
-      d.segment_capacity = std::max<std::size_t>(segments.size(), 2 * d.segment_capacity);
-      st.cuda(cudaMalloc(&d.segments, d.segment_capacity * sizeof(Segment)), "cudaMalloc (segments)")
-          .cuda(cudaMalloc(&d.tile_start, d.segment_capacity * sizeof(std::int64_t)), "cudaMalloc (tiles)");
-    }
-    // Pageable copies on the stream: staged before they return, ordered before the kernel.
-    st.cuda(cudaMemcpyAsync(d.segments, segments.data(), segments.size() * sizeof(Segment),
-                            cudaMemcpyHostToDevice, d.stream), "cudaMemcpyAsync (segments)")
-        .cuda(cudaMemcpyAsync(d.tile_start, d.host_tiles.data(),
-                              segments.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice,
-                              d.stream), "cudaMemcpyAsync (tiles)");
-  }
-
-  static unsigned int grid(std::int64_t tiles) {
-    return static_cast<unsigned int>(std::max<std::int64_t>(1, std::min<std::int64_t>(tiles, 1 << 20)));
-  }
-
-  void launch_fill(Device& d, bool params, const Round& r,
-                   std::int64_t rank_begin, std::int64_t rank_end) {
-    if (d.tiles == 0) return;
-    with_word(r.encoding, [&](auto word) {
-      using T = decltype(word);
-      fill_kernel<T><<<grid(d.tiles), kThreads, 0, d.stream>>>(
-          d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp,
-          rank_begin, rank_end, static_cast<T*>(d.send));
-    });
-  }
-
-  void launch_check(Device& d, bool params, const Round& r,
-                    std::int64_t device) {
-    if (d.tiles == 0) return;
-    with_word(r.encoding, [&](auto word) {
-      using T = decltype(word);
-      check_kernel<T><<<grid(d.tiles), kThreads, 0, d.stream>>>(
-          d.segments, d.tile_start, d.segment_count, d.tiles, params, r.encoding, r.dp, device,
-          static_cast<const T*>(d.recv), d.result);
-    });
-  }
-
   // This process's devices that take part in a round: a prefix, as their indices ascend.
   std::size_t taking_part(std::int64_t round_devices) const {
     std::size_t n = 0;
@@ -408,30 +305,34 @@ class NcclBackend final : public Backend {
     return kept;
   }
 
-  // The communicators of this process's devices among the first `size` devices.
-  std::vector<ncclComm_t>* communicators(Status& st, std::int64_t size) {
+  // The communicators of this process's devices among the first `size` devices, made on
+  // first use: rank 0's ncclUniqueId, shared with every process, joins them.
+  Communicators* communicators(Status& st, std::int64_t size) {
     auto it = comms_.find(size);
     if (it != comms_.end()) return &it->second;
-    std::vector<ncclComm_t> comms(taking_part(size));
-    if (peers_.size() == 1) {
+    ncclUniqueId id{};
+    if (peers_.rank() == 0) st.nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    st = agree(st);
+    if (st.ok() && peers_.size() > 1) peers_.broadcast(&id, sizeof id);
+    Communicators comms(timeout_);
+    if (st.ok()) {
       std::vector<int> ids;
-      for (std::int64_t g = 0; g < size; ++g) ids.push_back(devices_[g].id);
-      st.nccl(ncclCommInitAll(comms.data(), static_cast<int>(size), ids.data()), "ncclCommInitAll");
-    } else {
-      ncclUniqueId id{};
-      if (peers_.rank() == 0) st.nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-      st = agree(st);
-      if (st.ok()) peers_.broadcast(&id, sizeof id);
-      if (st.ok() && !comms.empty()) {
-        st.cuda(cudaSetDevice(devices_[0].id), "cudaSetDevice")
-            .nccl(ncclCommInitRank(&comms[0], static_cast<int>(size), id,
-                                   static_cast<int>(devices_[0].index)),
-                  "ncclCommInitRank");
+      for (std::size_t g = 0; g < taking_part(size); ++g) ids.push_back(devices_[g].id);
+      if (!ids.empty()) {
+        st = comms.init(id, static_cast<int>(size), ids, static_cast<int>(devices_[0].index));
       }
     }
     st = agree(st);
     if (!st.ok()) return nullptr;
     return &comms_.emplace(size, std::move(comms)).first->second;
+  }
+
+  // Aborted communicators are dropped; the next round of that size makes new ones.
+  void forget(std::int64_t size) {
+    auto it = comms_.find(size);
+    if (it == comms_.end()) return;
+    it->second.abort();
+    comms_.erase(it);
   }
 
   // The longest time between two events on the round's devices, in seconds, once every
@@ -457,39 +358,33 @@ class NcclBackend final : public Backend {
     return st;
   }
 
-  // Waits for the collective, giving up (and aborting the communicators) after the timeout.
-  Status wait(Status st, const Round& round, std::vector<ncclComm_t>& comms, const char* what) {
-    const auto start = std::chrono::steady_clock::now();
+  // Waits for the collective's stop events, watching NCCL for asynchronous errors; gives up
+  // at the deadline (the communicators are then aborted).
+  Status wait(Communicators& comms, const char* what, const Deadline& deadline) {
     for (;;) {
-      if (!st.ok()) return st;
+      Status st;
       bool done = true;
-      for (std::size_t g = 0; g < comms.size(); ++g) {
+      for (std::size_t g = 0; g < comms.size() && st.ok(); ++g) {
         const cudaError_t e = cudaEventQuery(devices_[g].stop);
         if (e == cudaErrorNotReady) {
           done = false;
         } else {
           st.cuda(e, what);
         }
-        ncclResult_t async = ncclSuccess;
-        st.nccl(ncclCommGetAsyncError(comms[g], &async), "ncclCommGetAsyncError").nccl(async, what);
       }
-      if (done || !st.ok()) break;
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (seconds > timeout_) {
-        for (ncclComm_t c : comms) ncclCommAbort(c);
-        comms_.erase(round.devices);
-        return st.fail(std::string(what) + " did not finish within " + std::to_string(timeout_) +
-                       " s; the NCCL communicators were aborted");
+      if (st.ok()) st = comms.async_error(what);
+      if (done || !st.ok()) return st;
+      if (deadline.passed()) {
+        comms.abort();
+        return st.fail(deadline.overrun(what));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
-    return st;
   }
 
-  std::vector<Device> devices_;  // this process's
+  std::vector<Device> devices_;   // this process's
   std::int64_t total_;            // in every process
-  std::map<std::int64_t, std::vector<ncclComm_t>> comms_;  // by number of devices
+  std::map<std::int64_t, Communicators> comms_;  // by number of devices
   double timeout_;
   Peers& peers_;
   std::string name_;
