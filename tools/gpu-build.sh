@@ -38,28 +38,28 @@ fetch_deps() {
   mkdir -p "$deps/debs" "$deps/simdjson"
   if ! compgen -G "$deps/debs/libssl-dev_*.deb" >/dev/null; then
     say "downloading ${fallback_packages[*]}"
-    (cd "$deps/debs" && apt-get download "${fallback_packages[@]}" >/dev/null) ||
+    (cd "$deps/debs" && apt-get -o APT::Sandbox::User=root download "${fallback_packages[@]}" >/dev/null) ||
       die "apt-get download ${fallback_packages[*]} failed"
   fi
   if [ ! -s "$deps/simdjson/simdjson.cpp" ]; then
     # The source of the libsimdjson-dev installed here (Debian ships no static library):
     # apt-get source through a private list of deb-src entries, leaving the system's alone.
-    local version lists src
+    local version work
     version=$(dpkg-query -W -f='${Version}' libsimdjson-dev)
-    lists=$(mktemp -d)
-    src=$(mktemp -d)
-    mkdir -p "$lists/partial"
+    work=$(mktemp -d)
+    mkdir -p "$work/lists/partial" "$work/src"
     echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main" \
-      >"$lists/sources.list"
-    local o=(-o "Dir::Etc::SourceList=$lists/sources.list" -o Dir::Etc::SourceParts=/dev/null
-             -o "Dir::State::Lists=$lists")
+      >"$work/sources.list"
+    local o=(-o "Dir::Etc::SourceList=$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
+             -o "Dir::State::Lists=$work/lists" -o APT::Sandbox::User=root)
     say "downloading simdjson $version's source"
-    apt-get "${o[@]}" update >/dev/null 2>&1 || die "apt-get update (deb-src) failed"
-    (cd "$src" && apt-get "${o[@]}" source --download-only "simdjson=$version" >/dev/null 2>&1) ||
-      die "apt-get source simdjson=$version failed"
-    tar -xzf "$src"/simdjson_*.orig.tar.gz -C "$src" --wildcards '*/singleheader/simdjson.*'
-    cp "$src"/simdjson-*/singleheader/simdjson.{h,cpp} "$deps/simdjson/"
-    rm -rf "$lists" "$src"
+    apt-get "${o[@]}" update >"$work/apt.log" 2>&1 ||
+      { cat "$work/apt.log"; die "apt-get update (deb-src) failed"; }
+    (cd "$work/src" && apt-get "${o[@]}" source --download-only "simdjson=$version") \
+      >"$work/apt.log" 2>&1 || { cat "$work/apt.log"; die "apt-get source simdjson=$version failed"; }
+    tar -xzf "$work"/src/simdjson_*.orig.tar.gz -C "$work/src" --wildcards '*/singleheader/simdjson.*'
+    cp "$work"/src/simdjson-*/singleheader/simdjson.{h,cpp} "$deps/simdjson/"
+    rm -rf "$work"
   fi
 }
 
@@ -113,12 +113,12 @@ Cflags: $inc
 EOF
 }
 
-# Configures and builds $1 with the pkg-config files in $2; copies the binaries into $3.
+# Configures and builds $1 with the static libraries and pkg-config files static_deps made
+# in $2; copies the binaries into $3.
 build() {
-  local dir=$1 pc=$2 bin=$3
+  local dir=$1 static=$2 bin=$3
   local options=(-Dbuildtype=release -Dtests=disabled -Dmpi=disabled -Dcuda=enabled
-                 -Dnccl=enabled "-Dgpu_arch=$arch" "-Dpkg_config_path=$pc"
-                 "-Dcpp_link_args=-static-libstdc++ -static-libgcc")
+                 -Dnccl=enabled "-Dgpu_arch=$arch" "-Dpkg_config_path=$static/pkgconfig")
   if [ -f "$dir/build.ninja" ]; then
     meson configure "$dir" "${options[@]}" >/dev/null
   else
@@ -145,7 +145,8 @@ describe() {
   for f in "$bin"/*; do
     echo "$(basename "$f"): $(stat -c %s "$f") bytes, sha256 $(sha256sum "$f" | cut -c1-16)"
     echo "  needs: $(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | paste -sd' ')"
-    echo "  glibc: $(objdump -T "$f" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)"
+    echo "  newest versions: $(objdump -T "$f" | grep -oE '(GLIBC|GLIBCXX|CXXABI)_[0-9.]+' | sort -uV |
+                           awk -F_ '{v[$1]=$0} END {for (k in v) print v[k]}' | sort | paste -sd' ')"
     echo "  nccl symbols: $(nm -D --undefined-only "$f" | awk '/ nccl/ {print $2}' | paste -sd' ')"
   done
 }
@@ -165,7 +166,7 @@ if [ -z "$offline" ]; then
   paramlayout_install
   fetch_deps
   static_deps "$root/build-gpu-deps" /usr
-  build "$root/build-gpu" "$root/build-gpu-deps/pkgconfig" "$carry/bin"
+  build "$root/build-gpu" "$root/build-gpu-deps" "$carry/bin"
   describe "$carry/bin" | tee "$carry/BUILD-INFO"
   say "done: build-carry/ ($(du -sh "$carry" | cut -f1)); carry it with the device run"
   exit 0
@@ -198,5 +199,5 @@ export CPATH=$nccl/include${CPATH:+:$CPATH}
 export LIBRARY_PATH=$work/nccl${LIBRARY_PATH:+:$LIBRARY_PATH}
 export PATH=$PATH:/usr/local/cuda/bin
 static_deps "$work/deps" "$usr"
-build "$work/build" "$work/deps/pkgconfig" "$offline"
+build "$work/build" "$work/deps" "$offline"
 describe "$offline"
