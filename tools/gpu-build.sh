@@ -137,6 +137,7 @@ build() {
 describe() {
   local bin=$1 f
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(. /etc/os-release && echo "$PRETTY_NAME")"
+  echo "sources: $(tools/gpu-sources-hash.sh)"
   if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
     echo "source: $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet HEAD -- src include meson.build bench || echo ' (with uncommitted changes)')"
   fi

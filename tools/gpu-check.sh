@@ -131,15 +131,27 @@ binaries_load() {  # DIR: both binaries resolve their libraries and paramlayout 
 }
 
 bin=${GPU_CHECK_BIN:-$root/build-carry/bin}
+stale=0
 if why=$(binaries_load "$bin"); then
   echo "binaries: $bin ($(grep -m1 '^source:' build-carry/BUILD-INFO 2>/dev/null))"
+  built_from=$(sed -n 's/^sources: //p' build-carry/BUILD-INFO 2>/dev/null)
+  here=$(tools/gpu-sources-hash.sh 2>/dev/null)
+  if [ -n "$here" ] && [ "$built_from" = "$here" ]; then
+    record binaries ok 0 "build-carry/bin, built from these sources ($here)"
+  else
+    echo "warning: build-carry/bin was built from other sources than these (${built_from:-unknown}, here $here)"
+    record binaries STALE 0 "built from other sources (${built_from:-unknown}, here $here): run tools/gpu-build.sh"
+    stale=1
+  fi
 else
   echo "binaries: $bin do not load here: $why; building them from build-carry/deps"
   export fallback_bin=$work/bin
   run_step build 300 'tools/gpu-build.sh --offline "$fallback_bin"'
   cp "$work"/logs/*-build.log "$out/build.log" 2>/dev/null
   bin=$fallback_bin
-  if ! why=$(binaries_load "$bin"); then
+  if why=$(binaries_load "$bin"); then
+    record binaries ok 0 "built here from build-carry/deps ($bin)"
+  else
     echo "gpu-check: no usable binaries: $why"
     skip_rest "no usable binaries" inputs megatron-files broken-layout environment gpu-probe \
       gpu-tests reference copy-bandwidth llama3-70b deepseek-v3 megatron
@@ -311,7 +323,7 @@ export -f step_inputs step_megatron_files step_broken_layout step_environment st
 export nccl
 
 # -- the run ----------------------------------------------------------------------------
-failed=0
+failed=$stale
 run_step inputs 120 step_inputs || failed=1
 run_step megatron-files 30 step_megatron_files || failed=1
 run_step broken-layout 30 step_broken_layout || failed=1

@@ -122,6 +122,7 @@ rc=$?
 sed 's/^/   | /' "$tmp/out/summary.md"
 check_run "carried" "$rc" "$tmp/out"
 expect "carried: it ran build-carry/bin" grep -q "^binaries: $root/build-carry/bin" "$tmp/out/gpu-check.log"
+expect "carried: they were built from these sources" grep -q "^| binaries | ok |" "$tmp/out/summary.md"
 expect "carried: the environment report names the NCCL wheel" grep -q "^NCCL wheel: $site/nvidia/nccl" "$tmp/out/env.txt"
 if [ -f build-carry/megatron/core/optimizer/param_layout.py ]; then
   expect "carried: Megatron-LM's package is there" grep -q "^| megatron-files | ok |" "$tmp/out/summary.md"
