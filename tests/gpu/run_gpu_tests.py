@@ -127,6 +127,17 @@ class NcclVerify(unittest.TestCase):
             self.assertEqual([b["elements"] for b in j["buckets"]],
                              [b["elements"] for b in alone["buckets"]])
 
+    def test_timeout_aborts_instead_of_waiting(self):
+        # A 1 GB reduce-scatter cannot finish within a microsecond: the communicators are
+        # aborted and verify says so (exit 2), promptly.
+        m = ROOT / "testdata/manifests/llama3-8b.json"
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run("verify", plan(tmp, m, "--dp", "64"), "--manifest", m, "--backend",
+                         "nccl", "--timeout", "0.000001")
+            self.assertEqual(result.returncode, 2, result.stdout + result.stderr)
+            self.assertIn("did not finish within", result.stderr)
+            self.assertIn("the NCCL communicators were aborted", result.stderr)
+
     def test_more_gpus_than_visible_exits_2(self):
         m = ROOT / "testdata/reference/manifests/random-1001.json"
         with tempfile.TemporaryDirectory() as tmp:
