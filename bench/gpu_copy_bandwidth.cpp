@@ -22,7 +22,8 @@ bool ok(cudaError_t e, const char* what) {
 int main(int argc, char** argv) {
   const double gib = argc > 1 ? std::atof(argv[1]) : 4.0;
   if (!(gib > 0 && gib <= 64)) {
-    std::fprintf(stderr, "gpu-copy-bandwidth: expected a size in GiB in (0, 64], got %s\n", argv[1]);
+    std::fprintf(stderr, "gpu-copy-bandwidth: expected a size in GiB in (0, 64], got %s\n",
+                 argv[1]);
     return 2;
   }
   const auto bytes = static_cast<std::size_t>(gib * (1ull << 30));

@@ -35,6 +35,8 @@ budget=${GPU_CHECK_BUDGET:-420}
 only=${GPU_CHECK_STEPS:-}
 reserve=15  # seconds kept for the summary
 mkdir -p "$out"
+(cd "$out" && rm -f gpu-check.log summary.md results.json logs.tar.gz env.txt gpu-tests.log \
+  megatron.log build.log)
 rm -rf "$work"
 mkdir -p "$work/logs" "$work/reports" "$work/data"
 : >"$work/steps.tsv"

@@ -160,7 +160,8 @@ class NcclBackend final : public Backend {
 
   Result<void> reserve(std::int64_t length) override {
     Status st;
-    const std::size_t bytes = static_cast<std::size_t>(length) * static_cast<std::size_t>(total_) * 4;
+    const std::size_t bytes =
+        static_cast<std::size_t>(length) * static_cast<std::size_t>(total_) * 4;
     for (Device& d : devices_) {
       st.cuda(cudaSetDevice(d.id), "cudaSetDevice");
       if (d.capacity >= bytes) continue;
@@ -205,7 +206,8 @@ class NcclBackend final : public Backend {
     if (!st.ok()) return st.error();
     const bool grads = round.kind == RoundKind::grads;
     const char* what = grads ? "ncclReduceScatter" : "ncclAllGather";
-    const std::size_t bytes = static_cast<std::size_t>(round.length * encoding_bytes(round.encoding));
+    const std::size_t bytes =
+        static_cast<std::size_t>(round.length * encoding_bytes(round.encoding));
     const Deadline deadline(timeout_);
     st.nccl(ncclGroupStart(), "ncclGroupStart");
     for (std::size_t g = 0; g < comms->size() && st.ok(); ++g) {
@@ -262,7 +264,8 @@ class NcclBackend final : public Backend {
                                 devices_[i].stream), "cudaMemcpyAsync (check result)")
           .cuda(cudaStreamSynchronize(devices_[i].stream), "cudaStreamSynchronize");
       result.mismatches += static_cast<std::int64_t>(r.mismatches);
-      const auto kept = static_cast<std::size_t>(std::min<unsigned long long>(r.kept, kKeptMismatches));
+      const auto kept =
+          static_cast<std::size_t>(std::min<unsigned long long>(r.kept, kKeptMismatches));
       first.insert(first.end(), r.first, r.first + kept);
     }
     st = agree(st);
@@ -342,7 +345,8 @@ class NcclBackend final : public Backend {
     float longest = 0;
     for (std::size_t i = 0; i < taking_part(round) && st.ok(); ++i) {
       float ms = 0;
-      st.cuda(cudaEventElapsedTime(&ms, devices_[i].*from, devices_[i].*to), "cudaEventElapsedTime");
+      st.cuda(cudaEventElapsedTime(&ms, devices_[i].*from, devices_[i].*to),
+              "cudaEventElapsedTime");
       longest = std::max(longest, ms);
     }
     st = agree(st);
@@ -422,7 +426,8 @@ Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seco
     first = peers.rank();
     total = peers.size();
   }
-  auto backend = std::make_unique<NcclBackend>(std::move(ids), first, total, timeout_seconds, peers);
+  auto backend =
+      std::make_unique<NcclBackend>(std::move(ids), first, total, timeout_seconds, peers);
   Status st = backend->init();
   if (!st.ok()) return st.error();
   return std::unique_ptr<Backend>(std::move(backend));

@@ -42,7 +42,9 @@ fill_kernel(DeviceSegments s, bool params, Encoding encoding, std::int64_t dp,
 // The sum of `value` over the block, in thread 0.
 __device__ unsigned long long block_sum(unsigned long long value) {
   __shared__ unsigned long long per_warp[kWarps];
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xFFFFFFFFu, value, offset);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    value += __shfl_down_sync(0xFFFFFFFFu, value, offset);
+  }
   if (threadIdx.x % 32 == 0) per_warp[threadIdx.x / 32] = value;
   __syncthreads();
   unsigned long long total = 0;
@@ -74,7 +76,8 @@ check_kernel(DeviceSegments s, bool params, Encoding encoding, std::int64_t dp,
         tried_to_keep = true;
         const unsigned long long slot = atomicAdd(&result->kept, 1ULL);
         if (slot < kKeptMismatches) {
-          result->first[slot] = Mismatch{device, seg.begin + k, seg.param, seg.element + k, want, got};
+          result->first[slot] =
+              Mismatch{device, seg.begin + k, seg.param, seg.element + k, want, got};
         }
       }
     }
@@ -84,7 +87,8 @@ check_kernel(DeviceSegments s, bool params, Encoding encoding, std::int64_t dp,
 }
 
 unsigned int grid(std::int64_t tiles) {
-  return static_cast<unsigned int>(std::max<std::int64_t>(1, std::min<std::int64_t>(tiles, 1 << 20)));
+  return static_cast<unsigned int>(
+      std::max<std::int64_t>(1, std::min<std::int64_t>(tiles, 1 << 20)));
 }
 
 /// Calls f(T{}) with T the unsigned word an element of encoding `e` is stored in.

@@ -67,7 +67,8 @@ def check_files(args):
     missing = [str(p) for p in needed if not p.exists()]
     if missing:
         raise Unrunnable("missing: " + ", ".join(missing) +
-                         " (tools/gpu-megatron.sh puts Megatron-LM's megatron/core in build-carry/)")
+                         " (tools/gpu-megatron.sh puts Megatron-LM's megatron/core in "
+                         "build-carry/)")
 
 
 def import_all(args):
@@ -318,8 +319,10 @@ def run_ddp(torch, mcore, loader, name, strategy, entry):
             elif b.param_data is not None and p.data.data_ptr() != (
                     b.param_data.data_ptr() + start * b.param_data.element_size()):
                 misplaced.append(f"{names[p]}: its data is not at its offset in the param buffer")
-            elif p.main_grad.data_ptr() != b.grad_data.data_ptr() + start * b.grad_data.element_size():
-                misplaced.append(f"{names[p]}: its main_grad is not at its offset in the grad buffer")
+            elif p.main_grad.data_ptr() != (
+                    b.grad_data.data_ptr() + start * b.grad_data.element_size()):
+                misplaced.append(f"{names[p]}: its main_grad is not at its offset in the grad "
+                                 f"buffer")
     problems += [f"misplaced: {m}" for m in misplaced[:5]]
 
     with phase(f"a forward and backward pass through DDP ({name})"):

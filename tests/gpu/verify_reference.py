@@ -87,8 +87,8 @@ def verify_all(binary, out, jobs, timeout):
                 verified += 1
                 elements += sum(b["elements"] for b in json.loads(report.read_text())["buckets"])
             else:
-                print(f"{case_id}: exit {code} after {seconds:.1f} s: {text.splitlines()[-1] if text else ''}",
-                      flush=True)
+                last = text.splitlines()[-1] if text else ""
+                print(f"{case_id}: exit {code} after {seconds:.1f} s: {last}", flush=True)
     print(f"reference layouts: {verified} of {len(todo)} verified on the GPU "
           f"({elements:,} elements, {jobs} at a time, {time.monotonic() - start:.1f} s)")
     return 0 if verified == len(todo) else 1
