@@ -96,7 +96,8 @@ CLI::App* setup_verify(CLI::App& app, VerifyCommand& command) {
   sub->add_option("--report", command.report, "Also write the report as JSON (atomically)")
       ->type_name("FILE");
   sub->add_option("--timeout", command.timeout,
-                  "Abandon a collective after this many seconds (aborting NCCL)")
+                  "Abandon an NCCL operation (creating communicators, a collective) after this "
+                  "many seconds (aborting NCCL)")
       ->type_name("SECONDS")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -68,7 +68,7 @@ inline constexpr std::size_t kKeptMismatches = 10;
 class Backend {
  public:
   virtual ~Backend() = default;
-  /// "cpu, 4 simulated devices", "nccl, 8 x NVIDIA H100 80GB HBM3".
+  /// "cpu, 4 simulated devices", "nccl 2.28.9, 8 x NVIDIA H100 80GB HBM3".
   virtual std::string describe() const = 0;
   virtual std::int64_t devices() const = 0;
   /// Elements per device block that fit the backend's memory budget.

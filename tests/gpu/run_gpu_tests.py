@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """GPU tests: the nccl backend of `paramlayout verify` on real devices.
 
-Exits 77 (meson's "skipped") with the reason when no CUDA device can be used.
+Exits 77 (meson's "skipped") with the reason where no CUDA device was found (or the build
+has no nccl backend); any other failure of the first verify (a CUDA or NCCL error, a
+timeout) fails the tests.
 Usage: run_gpu_tests.py PARAMLAYOUT SOURCE_ROOT
 """
 import json
@@ -19,7 +21,7 @@ ROOT = Path()
 
 def run(*args):
     return subprocess.run([BINARY, *map(str, args)], capture_output=True, text=True,
-                          errors="replace", timeout=600)
+                          errors="replace", timeout=300)
 
 
 def plan(tmp, manifest, *args):
@@ -29,15 +31,24 @@ def plan(tmp, manifest, *args):
     return out
 
 
+NO_DEVICE = "no CUDA device was found"
+
+
 def visible_gpus():
-    """The number of GPUs the nccl backend sees, or the reason it sees none."""
+    """The number of GPUs the nccl backend sees; exits 77 where no CUDA device was found,
+    1 where the first verify fails otherwise."""
     with tempfile.TemporaryDirectory() as tmp:
         m = ROOT / "testdata/reference/manifests/random-1001.json"
         report = Path(tmp, "r.json")
         result = run("verify", plan(tmp, m, "--dp", "2"), "--manifest", m, "--backend", "nccl",
                      "-q", "--report", report)
-        if result.returncode == 2:
-            return result.stderr.strip()
+        if result.returncode == 2 and NO_DEVICE in result.stderr:
+            print(f"SKIP: no GPU to test the nccl backend on: {result.stderr.strip()}")
+            sys.exit(77)
+        if result.returncode != 0 or not report.exists():
+            print(f"FAIL: the first nccl verify exited {result.returncode}:\n"
+                  f"{result.stdout}{result.stderr}".rstrip())
+            sys.exit(1)
         return json.loads(report.read_text())["devices"]
 
 
@@ -106,7 +117,7 @@ class NcclVerify(unittest.TestCase):
             result = subprocess.run(
                 [mpirun, "-np", str(self.GPUS), BINARY, "verify", layout, "--manifest", m,
                  "--backend", "nccl", "--report", report],
-                capture_output=True, text=True, errors="replace", timeout=600, env=env)
+                capture_output=True, text=True, errors="replace", timeout=300, env=env)
             self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
             self.assertEqual(result.stdout.count("verified:"), 1, "rank 0 alone reports")
             j = json.loads(report.read_text())
@@ -115,6 +126,17 @@ class NcclVerify(unittest.TestCase):
             self.assertTrue(j["ok"])
             self.assertEqual([b["elements"] for b in j["buckets"]],
                              [b["elements"] for b in alone["buckets"]])
+
+    def test_timeout_aborts_instead_of_waiting(self):
+        # A 1 GB reduce-scatter cannot finish within a microsecond: the communicators are
+        # aborted and verify says so (exit 2), promptly.
+        m = ROOT / "testdata/manifests/llama3-8b.json"
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run("verify", plan(tmp, m, "--dp", "64"), "--manifest", m, "--backend",
+                         "nccl", "--timeout", "0.000001")
+            self.assertEqual(result.returncode, 2, result.stdout + result.stderr)
+            self.assertIn("did not finish within", result.stderr)
+            self.assertIn("the NCCL communicators were aborted", result.stderr)
 
     def test_more_gpus_than_visible_exits_2(self):
         m = ROOT / "testdata/reference/manifests/random-1001.json"
@@ -129,9 +151,6 @@ if __name__ == "__main__":
     BINARY = os.path.abspath(sys.argv[1])
     ROOT = Path(sys.argv[2]).resolve()
     gpus = visible_gpus()
-    if isinstance(gpus, str):
-        print(f"SKIP: no GPU to test the nccl backend on: {gpus}")
-        sys.exit(77)
     NcclVerify.GPUS = gpus
     print(f"nccl backend on {gpus} GPU(s)")
     unittest.main(argv=[sys.argv[0], "-v"])
