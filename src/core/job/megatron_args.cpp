@@ -75,9 +75,11 @@ void read_pipeline(ArgMap& a, JobSpec& job) {
   const bool overlap_p2p = !a.flag("--no-overlap-p2p-communication");
   if (a.failed()) return;
   if (int(per_stage.has_value()) + int(stages.has_value()) + int(!c.layout.empty()) > 1) {
-    a.fail("--pipeline-model-parallel-layout",
-           "at most one of --num-layers-per-virtual-pipeline-stage, "
-           "--num-virtual-stages-per-pipeline-rank and --pipeline-model-parallel-layout");
+    a.fail(c.layout.empty() ? "--num-virtual-stages-per-pipeline-rank"
+                            : "--pipeline-model-parallel-layout",
+           fmt::format("cannot be combined with {} (give the virtual stages one way)",
+                       per_stage ? "--num-layers-per-virtual-pipeline-stage"
+                                 : "--num-virtual-stages-per-pipeline-rank"));
     return;
   }
   if (!c.layout.empty() && (c.first_stage_layers || c.last_stage_layers ||

@@ -114,8 +114,9 @@ std::optional<std::string> layout_problem(const std::vector<std::string>& stages
   for (std::size_t s = 0; s < stages.size(); ++s) {
     if (count(stages[s], 'm') == 0) continue;
     if (static_cast<std::int64_t>(s) / c.pp != c.vpp - 1) {
-      return fmt::format("stage {}: multi-token prediction layers must be in the last virtual "
-                         "chunk of a pipeline stage",
+      return fmt::format("multi-token prediction layers must be in a pipeline stage's last "
+                         "virtual chunk, not in stage {}'s chunk {} (layout stage {})",
+                         static_cast<std::int64_t>(s) % c.pp, static_cast<std::int64_t>(s) / c.pp,
                          s);
     }
     if (mtp_stage) return std::string("all multi-token prediction layers must be in one stage");
@@ -143,8 +144,28 @@ std::optional<std::string> split_problem(const PipelineConfig& c) {
     }
     const std::int64_t rest = c.num_layers - f - l;
     const std::int64_t middle = c.pp - (c.first_stage_layers ? 1 : 0) - (c.last_stage_layers ? 1 : 0);
-    if (rest < 0 || (rest > 0) != (middle > 0)) {
-      return fmt::format("{} layers remain for the {} middle stages", rest, middle);
+    if (middle < 0) {
+      return std::string("with one pipeline stage, --decoder-first-pipeline-num-layers and "
+                         "--decoder-last-pipeline-num-layers cannot both be set");
+    }
+    if (rest < 0) {
+      return fmt::format("the first and last stages' {} layers are more than the model's {}",
+                         f + l, c.num_layers);
+    }
+    if (rest > 0 && middle == 0) {
+      return fmt::format("the first and last stages hold {} of the {} layers, and there is no "
+                         "middle stage for the other {}",
+                         f + l, c.num_layers, rest);
+    }
+    if (rest == 0 && middle > 0) {
+      return fmt::format("the first and last stages hold all {} layers, leaving none for the "
+                         "{} middle stages",
+                         c.num_layers, middle);
+    }
+    if (middle == 0 && c.vpp > 1) {
+      // Megatron-LM's layer offsets divide by the number of middle stages.
+      return std::string("uneven first and last stages with virtual pipeline chunks need a "
+                         "middle stage (at least 3 pipeline stages)");
     }
     if (middle > 0 && rest % middle != 0) {
       return fmt::format("the {} middle layers are not divisible by the {} middle stages", rest,
