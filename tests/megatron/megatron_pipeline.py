@@ -54,9 +54,11 @@ FILES = {
     "parallel_state": "megatron/core/parallel_state.py",
 }
 
-# Megatron-LM's refusals: what its asserts and checks raise. Anything else (a NameError, an
+# Megatron-LM's refusals: what its asserts and checks raise, and what its code raises on
+# arguments it does not check (an empty layout is an IndexError, uneven stages with virtual
+# stages and no middle stage a ZeroDivisionError). Anything else (a NameError, an
 # AttributeError) is this harness failing, and is not caught.
-REFUSALS = (AssertionError, ValueError, ZeroDivisionError, NotImplementedError)
+REFUSALS = (AssertionError, ValueError, ZeroDivisionError, NotImplementedError, IndexError)
 
 
 def read_source(checkout, path):

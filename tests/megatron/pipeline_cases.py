@@ -259,6 +259,8 @@ def _wild_arguments(rng):
     args += [name for name in (EMB, LOSS) if rng.random() < 0.3]
     if rng.random() < 0.2:
         args += [LAYOUT, "".join(rng.choice("EtmL|()*,23") for _ in range(rng.randint(1, 24)))]
+    elif rng.random() < 0.05:
+        args += [LAYOUT, rng.choice(["", ",", "|", "EL", "E|L", "()*2EtL", "Et*0L"])]
     if rng.random() < 0.3:
         args += ["--mtp-num-layers", str(rng.randint(1, 3))]
     return args

@@ -67,7 +67,12 @@ void read_pipeline(ArgMap& a, JobSpec& job) {
   c.last_stage_layers = a.maybe_integer("--decoder-last-pipeline-num-layers", 1, 1 << 30);
   c.account_for_embedding = a.flag("--account-for-embedding-in-pipeline-split");
   c.account_for_loss = a.flag("--account-for-loss-in-pipeline-split");
-  c.layout = a.string("--pipeline-model-parallel-layout").value_or("");
+  const std::optional<std::string> layout = a.string("--pipeline-model-parallel-layout");
+  if (layout && layout->empty()) {
+    a.fail("--pipeline-model-parallel-layout", "expected a layout such as 'Et*3|(tt|)*29m|L', "
+                                               "got an empty string");
+  }
+  c.layout = layout.value_or("");
   const std::optional<std::int64_t> per_stage =
       a.maybe_integer("--num-layers-per-virtual-pipeline-stage", 1, 1 << 30);
   const std::optional<std::int64_t> stages =
