@@ -10,12 +10,15 @@ arguments, or accepts them but builds some layer twice or never, paramlayout mus
 them (exit 2).
 
 Usage: pipeline_differential.py MEGATRON_CHECKOUT PARAMLAYOUT [--cases N] [--seed S]
+                                [--check-cases FILE]
        pipeline_differential.py MEGATRON_CHECKOUT PARAMLAYOUT --write-cases FILE
 Exits 1 when a case differs, keeping it as pipeline-differential-case-N.json in the current
 directory. With MEGATRON_CHECKOUT "-", reads it from $MEGATRON_LM, and exits 77 (a skip, for
-meson) where that is unset. --write-cases runs the named cases of pipeline_cases.py instead
-and writes what Megatron-LM's functions compute for them to FILE (testdata/pipeline/
-cases.json), after checking the harness against Megatron-LM's own unit-test goldens.
+meson) where that is unset. --check-cases also recomputes the checked-in cases
+(testdata/pipeline/cases.json) with Megatron-LM's functions. --write-cases runs the named
+cases of pipeline_cases.py instead and writes what Megatron-LM's functions compute for them
+to FILE (testdata/pipeline/cases.json), after checking the harness against Megatron-LM's own
+unit-test goldens.
 """
 import argparse
 import json
@@ -121,6 +124,21 @@ def check_goldens(megatron):
     return wrong
 
 
+def check_cases(megatron, path):
+    """The checked-in cases, recomputed by Megatron-LM's functions: the number that differ."""
+    doc = json.loads(Path(path).read_text())
+    wrong = 0
+    for case in doc["cases"]:
+        theirs = megatron_split(megatron, case["args"])
+        if ("chunks" in case) != (theirs[0] == "split") or \
+                ("chunks" in case and case["chunks"] != theirs[1]):
+            wrong += 1
+            print(f"{path}: '{case['name']}' is not what Megatron-LM {megatron.commit[:12]} "
+                  f"computes (it was written from {doc['megatron_lm'][:12]}; rewrite it with "
+                  "--write-cases)")
+    return wrong
+
+
 def write_cases(megatron, binary, path):
     if wrong := check_goldens(megatron):
         print(f"{wrong} of Megatron-LM's goldens not reproduced: not writing {path}")
@@ -167,6 +185,7 @@ def main():
     parser.add_argument("--cases", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--write-cases", metavar="FILE")
+    parser.add_argument("--check-cases", metavar="FILE")
     args = parser.parse_args()
     checkout = args.checkout
     if checkout == "-":
@@ -177,7 +196,7 @@ def main():
     megatron = megatron_pipeline.Megatron(checkout)
     if args.write_cases:
         return write_cases(megatron, args.binary, args.write_cases)
-    if wrong := check_goldens(megatron):
+    if check_goldens(megatron) or (args.check_cases and check_cases(megatron, args.check_cases)):
         return 1
     rng = random.Random(args.seed)
     tally = {}
