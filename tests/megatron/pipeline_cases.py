@@ -138,7 +138,7 @@ NAMED = [
      "the 9 middle layers are not divisible by the 2 middle stages"),
     ("refused: first and last stages hold more than every layer",
      pipeline(4, 4, FIRST, 3, LAST, 3),
-     "the first and last stages' 6 layers are more than the model's 4"),
+     "the first and last stages hold 6 layers, more than the model's 4"),
     ("refused: first stage of 0 layers", pipeline(4, 12, FIRST, 0),
      "--decoder-first-pipeline-num-layers: expected an integer in [1, "),
     ("refused: virtual stages with pp 1", pipeline(1, 4, VPP, 2),
@@ -174,7 +174,7 @@ NAMED = [
      pipeline(2, 8, VPP, 2, FIRST, 4, LAST, 4),
      "uneven first and last stages with virtual pipeline chunks need a middle stage"),
     ("refused: Megatron-LM builds some layers twice (first 5 + last 1 of 5, pp 3)",
-     pipeline(3, 5, FIRST, 5, LAST, 1), "the first and last stages' 6 layers are more than"),
+     pipeline(3, 5, FIRST, 5, LAST, 1), "the first and last stages hold 6 layers, more than"),
 ]
 
 

@@ -135,31 +135,37 @@ std::optional<std::string> split_problem(const PipelineConfig& c) {
                        "--account-for-embedding/loss-in-pipeline-split");
   }
   if (uneven) {
-    if (c.first_stage_layers && f <= 0) return std::string("--decoder-first-pipeline-num-layers must be >= 1");
-    if (c.last_stage_layers && l <= 0) return std::string("--decoder-last-pipeline-num-layers must be >= 1");
+    if (c.first_stage_layers && f <= 0) {
+      return std::string("--decoder-first-pipeline-num-layers must be >= 1");
+    }
+    if (c.last_stage_layers && l <= 0) {
+      return std::string("--decoder-last-pipeline-num-layers must be >= 1");
+    }
     if (c.vpp > 1 && (f % c.vpp != 0 || l % c.vpp != 0)) {
       return fmt::format("the first and last stages' layers ({} and {}) must be divisible by "
                          "the {} virtual chunks",
                          f, l, c.vpp);
     }
     const std::int64_t rest = c.num_layers - f - l;
-    const std::int64_t middle = c.pp - (c.first_stage_layers ? 1 : 0) - (c.last_stage_layers ? 1 : 0);
+    const std::int64_t middle =
+        c.pp - (c.first_stage_layers ? 1 : 0) - (c.last_stage_layers ? 1 : 0);
     if (middle < 0) {
       return std::string("with one pipeline stage, --decoder-first-pipeline-num-layers and "
                          "--decoder-last-pipeline-num-layers cannot both be set");
     }
+    const bool both = c.first_stage_layers && c.last_stage_layers;
+    const std::string ends = both                   ? "the first and last stages hold"
+                             : c.first_stage_layers ? "the first stage holds"
+                                                    : "the last stage holds";
     if (rest < 0) {
-      return fmt::format("the first and last stages' {} layers are more than the model's {}",
-                         f + l, c.num_layers);
+      return fmt::format("{} {} layers, more than the model's {}", ends, f + l, c.num_layers);
     }
     if (rest > 0 && middle == 0) {
-      return fmt::format("the first and last stages hold {} of the {} layers, and there is no "
-                         "middle stage for the other {}",
-                         f + l, c.num_layers, rest);
+      return fmt::format("{} {} of the {} layers, and no stage is left for the remaining {}",
+                         ends, f + l, c.num_layers, rest);
     }
     if (rest == 0 && middle > 0) {
-      return fmt::format("the first and last stages hold all {} layers, leaving none for the "
-                         "{} middle stages",
+      return fmt::format("{} all {} layers, leaving none for the other {} stages", ends,
                          c.num_layers, middle);
     }
     if (middle == 0 && c.vpp > 1) {
