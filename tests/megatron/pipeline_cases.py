@@ -96,6 +96,8 @@ NAMED = [
     ("pp 8, vpp 2, last only", pipeline(8, 30, VPP, 2, LAST, 2), None),
     ("pp 2, first and last, no middle stages", pipeline(2, 7, FIRST, 3, LAST, 4), None),
     ("pp 1, first stage holds every layer", pipeline(1, 5, FIRST, 5), None),
+    ("pp 1, first and last: the last stage's count is what the one stage builds",
+     pipeline(1, 6, FIRST, 2, LAST, 6), None),
     ("account for embedding only, vpp 2", pipeline(4, 15, VPP, 2, EMB), None),
     ("account for loss only, vpp 2, 2 MTP layers", pipeline(4, 15, VPP, 2, LOSS, mtp=2), None),
     ("account for loss: the last chunk builds no layer, the final norm moves with MTP",
@@ -168,8 +170,8 @@ NAMED = [
     ("refused: an empty layout", pipeline(1, 1, LAYOUT, ""),
      "--pipeline-model-parallel-layout: expected a layout such as"),
     ("refused: first and last stages on one pipeline stage", pipeline(1, 5, FIRST, 2, LAST, 3),
-     "with one pipeline stage, --decoder-first-pipeline-num-layers and "
-     "--decoder-last-pipeline-num-layers cannot both be set"),
+     "a single pipeline stage builds --decoder-last-pipeline-num-layers layers, 3, but the "
+     "model has 5"),
     ("refused: uneven stages with vpp and no middle stage",
      pipeline(2, 8, VPP, 2, FIRST, 4, LAST, 4),
      "uneven first and last stages with virtual pipeline chunks need a middle stage"),
@@ -297,16 +299,47 @@ def _wild_arguments(rng):
     return args
 
 
+def _small_arguments(rng):
+    """Few layers and stages, every argument near its edges: where off-by-ones show."""
+    layers = rng.randint(1, 9)
+    args = ["--num-layers", str(layers)]
+    for name in (FIRST, LAST):
+        if rng.random() < 0.5:
+            args += [name, str(rng.randint(0, layers + 1))]
+    if rng.random() < 0.5:
+        args += [rng.choice([VPP, PER_STAGE]), str(rng.randint(0, 3))]
+    args += [name for name in (EMB, LOSS) if rng.random() < 0.2]
+    return args
+
+
 def random_arguments(rng):
     pp = rng.choice([1, 2, 2, 3, 4, 4, 8, 8, 16, 16, rng.randint(1, 16)])
-    kind = rng.choices(["even", "uneven", "account", "layout", "wild"], weights=[2, 2, 2, 3, 1])[0]
+    kind = rng.choices(["even", "uneven", "account", "layout", "wild", "small"],
+                       weights=[2, 2, 2, 3, 1, 2])[0]
     mtp = rng.choice([None, None, None, None, 1, 1, 2, 3])
     if kind == "layout":
         args = _layout_arguments(rng, pp, mtp)
     elif kind == "wild":
         args = _wild_arguments(rng)
+    elif kind == "small":
+        pp = rng.randint(1, 4)
+        args = _small_arguments(rng) + (["--mtp-num-layers", str(mtp)] if mtp else [])
     else:
         args = _split_arguments(rng, pp, kind) + (["--mtp-num-layers", str(mtp)] if mtp else [])
     if rng.random() < 0.05:
         args.append("--no-overlap-p2p-communication")
     return ["--pipeline-model-parallel-size", str(pp)] + args
+
+
+def sweep_arguments():
+    """Every small uneven, account-for and virtual-stage combination: pp 1..4, 1..8 layers,
+    first and last stages of 0..all layers or unset, vpp 2 or 3 or 1 or 2 layers per virtual
+    stage, with and without an MTP layer."""
+    for pp, layers, mtp in itertools.product(range(1, 5), range(1, 9), (None, 1)):
+        sizes = [None] + list(range(layers + 1))
+        for first, last in itertools.product(sizes, sizes):
+            uneven = [FIRST, first] * (first is not None) + [LAST, last] * (last is not None)
+            accounts = ([],) if uneven else ([], [EMB], [LOSS], [EMB, LOSS])
+            for virtual, account in itertools.product(
+                    ([], [VPP, 2], [VPP, 3], [PER_STAGE, 1], [PER_STAGE, 2]), accounts):
+                yield pipeline(pp, layers, *uneven, *virtual, *account, mtp=mtp)

@@ -10,11 +10,12 @@ arguments, or accepts them but builds some layer twice or never, paramlayout mus
 them (exit 2).
 
 Usage: pipeline_differential.py MEGATRON_CHECKOUT PARAMLAYOUT [--cases N] [--seed S]
-                                [--check-cases FILE]
+                                [--sweep] [--check-cases FILE]
        pipeline_differential.py MEGATRON_CHECKOUT PARAMLAYOUT --write-cases FILE
 Exits 1 when a case differs, keeping it as pipeline-differential-case-N.json in the current
 directory. With MEGATRON_CHECKOUT "-", reads it from $MEGATRON_LM, and exits 77 (a skip, for
-meson) where that is unset. --check-cases also recomputes the checked-in cases
+meson) where that is unset. --sweep runs every small configuration of pipeline_cases.py's
+sweep_arguments instead of random ones. --check-cases also recomputes the checked-in cases
 (testdata/pipeline/cases.json) with Megatron-LM's functions. --write-cases runs the named
 cases of pipeline_cases.py instead and writes what Megatron-LM's functions compute for them
 to FILE (testdata/pipeline/cases.json), after checking the harness against Megatron-LM's own
@@ -186,6 +187,8 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--write-cases", metavar="FILE")
     parser.add_argument("--check-cases", metavar="FILE")
+    parser.add_argument("--sweep", action="store_true",
+                        help="every small configuration (16,160 cases) instead of random ones")
     args = parser.parse_args()
     checkout = args.checkout
     if checkout == "-":
@@ -199,11 +202,12 @@ def main():
     if check_goldens(megatron) or (args.check_cases and check_cases(megatron, args.check_cases)):
         return 1
     rng = random.Random(args.seed)
+    cases = list(pipeline_cases.sweep_arguments()) if args.sweep else \
+        [pipeline_cases.random_arguments(rng) for _ in range(args.cases)]
     tally = {}
     differ = 0
     with scratch() as tmp:
-        for case in range(args.cases):
-            case_args = pipeline_cases.random_arguments(rng)
+        for case, case_args in enumerate(cases):
             agrees, theirs, ours, diff = compare(megatron, args.binary, case_args, tmp)
             kind = f"megatron {theirs[0]}, paramlayout {ours[0]}"
             tally[kind] = tally.get(kind, 0) + 1
@@ -216,7 +220,8 @@ def main():
                       flush=True)
     for kind, n in sorted(tally.items()):
         print(f"  {n:6} {kind}")
-    print(f"{args.cases} cases, {differ} differ (seed {args.seed}, Megatron-LM "
+    print(f"{len(cases)} cases, {differ} differ ("
+          f"{'the sweep' if args.sweep else f'seed {args.seed}'}, Megatron-LM "
           f"{megatron.commit[:12]})")
     return 1 if differ else 0
 

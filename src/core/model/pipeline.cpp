@@ -150,8 +150,12 @@ std::optional<std::string> split_problem(const PipelineConfig& c) {
     const std::int64_t middle =
         c.pp - (c.first_stage_layers ? 1 : 0) - (c.last_stage_layers ? 1 : 0);
     if (middle < 0) {
-      return std::string("with one pipeline stage, --decoder-first-pipeline-num-layers and "
-                         "--decoder-last-pipeline-num-layers cannot both be set");
+      // One stage that is both first and last builds the last stage's count, as in
+      // Megatron-LM.
+      if (l == c.num_layers) return std::nullopt;
+      return fmt::format("a single pipeline stage builds --decoder-last-pipeline-num-layers "
+                         "layers, {}, but the model has {}",
+                         l, c.num_layers);
     }
     const bool both = c.first_stage_layers && c.last_stage_layers;
     const std::string ends = both                   ? "the first and last stages hold"
