@@ -222,9 +222,9 @@ class Megatron:
             built = ns["build_virtual_pipeline_stages"](
                 functools.partial(self._build_chunk, config), types.SimpleNamespace(
                     pp=PipelineGroup()), State.vpp)
-            chunks += [dict(stage=rank, chunk=i, **c.__dict__) for i, c in enumerate(built)]
-            for c in chunks:
-                c.pop("model_type", None)
+            for i, chunk in enumerate(built):
+                chunks.append({"stage": rank, "chunk": i, **{
+                    k: v for k, v in vars(chunk).items() if k != "model_type"}})
         return chunks
 
     def _build_chunk(self, config, pg_collection, pre_process, post_process, vp_stage=None):
