@@ -67,7 +67,12 @@ void read_pipeline(ArgMap& a, JobSpec& job) {
   c.last_stage_layers = a.maybe_integer("--decoder-last-pipeline-num-layers", 1, 1 << 30);
   c.account_for_embedding = a.flag("--account-for-embedding-in-pipeline-split");
   c.account_for_loss = a.flag("--account-for-loss-in-pipeline-split");
-  c.layout = a.string("--pipeline-model-parallel-layout").value_or("");
+  const std::optional<std::string> layout = a.string("--pipeline-model-parallel-layout");
+  if (layout && layout->empty()) {
+    a.fail("--pipeline-model-parallel-layout", "expected a layout such as 'Et*3|(tt|)*29m|L', "
+                                               "got an empty string");
+  }
+  c.layout = layout.value_or("");
   const std::optional<std::int64_t> per_stage =
       a.maybe_integer("--num-layers-per-virtual-pipeline-stage", 1, 1 << 30);
   const std::optional<std::int64_t> stages =
@@ -75,9 +80,11 @@ void read_pipeline(ArgMap& a, JobSpec& job) {
   const bool overlap_p2p = !a.flag("--no-overlap-p2p-communication");
   if (a.failed()) return;
   if (int(per_stage.has_value()) + int(stages.has_value()) + int(!c.layout.empty()) > 1) {
-    a.fail("--pipeline-model-parallel-layout",
-           "at most one of --num-layers-per-virtual-pipeline-stage, "
-           "--num-virtual-stages-per-pipeline-rank and --pipeline-model-parallel-layout");
+    a.fail(c.layout.empty() ? "--num-virtual-stages-per-pipeline-rank"
+                            : "--pipeline-model-parallel-layout",
+           fmt::format("cannot be combined with {} (give the virtual stages one way)",
+                       per_stage ? "--num-layers-per-virtual-pipeline-stage"
+                                 : "--num-virtual-stages-per-pipeline-rank"));
     return;
   }
   if (!c.layout.empty() && (c.first_stage_layers || c.last_stage_layers ||

@@ -114,8 +114,9 @@ std::optional<std::string> layout_problem(const std::vector<std::string>& stages
   for (std::size_t s = 0; s < stages.size(); ++s) {
     if (count(stages[s], 'm') == 0) continue;
     if (static_cast<std::int64_t>(s) / c.pp != c.vpp - 1) {
-      return fmt::format("stage {}: multi-token prediction layers must be in the last virtual "
-                         "chunk of a pipeline stage",
+      return fmt::format("multi-token prediction layers must be in a pipeline stage's last "
+                         "virtual chunk, not in stage {}'s chunk {} (layout stage {})",
+                         static_cast<std::int64_t>(s) % c.pp, static_cast<std::int64_t>(s) / c.pp,
                          s);
     }
     if (mtp_stage) return std::string("all multi-token prediction layers must be in one stage");
@@ -134,17 +135,47 @@ std::optional<std::string> split_problem(const PipelineConfig& c) {
                        "--account-for-embedding/loss-in-pipeline-split");
   }
   if (uneven) {
-    if (c.first_stage_layers && f <= 0) return std::string("--decoder-first-pipeline-num-layers must be >= 1");
-    if (c.last_stage_layers && l <= 0) return std::string("--decoder-last-pipeline-num-layers must be >= 1");
+    if (c.first_stage_layers && f <= 0) {
+      return std::string("--decoder-first-pipeline-num-layers must be >= 1");
+    }
+    if (c.last_stage_layers && l <= 0) {
+      return std::string("--decoder-last-pipeline-num-layers must be >= 1");
+    }
     if (c.vpp > 1 && (f % c.vpp != 0 || l % c.vpp != 0)) {
       return fmt::format("the first and last stages' layers ({} and {}) must be divisible by "
                          "the {} virtual chunks",
                          f, l, c.vpp);
     }
     const std::int64_t rest = c.num_layers - f - l;
-    const std::int64_t middle = c.pp - (c.first_stage_layers ? 1 : 0) - (c.last_stage_layers ? 1 : 0);
-    if (rest < 0 || (rest > 0) != (middle > 0)) {
-      return fmt::format("{} layers remain for the {} middle stages", rest, middle);
+    const std::int64_t middle =
+        c.pp - (c.first_stage_layers ? 1 : 0) - (c.last_stage_layers ? 1 : 0);
+    if (middle < 0) {
+      // One stage that is both first and last builds the last stage's count, as in
+      // Megatron-LM.
+      if (l == c.num_layers) return std::nullopt;
+      return fmt::format("a single pipeline stage builds --decoder-last-pipeline-num-layers "
+                         "layers, {}, but the model has {}",
+                         l, c.num_layers);
+    }
+    const bool both = c.first_stage_layers && c.last_stage_layers;
+    const std::string ends = both                   ? "the first and last stages hold"
+                             : c.first_stage_layers ? "the first stage holds"
+                                                    : "the last stage holds";
+    if (rest < 0) {
+      return fmt::format("{} {} layers, more than the model's {}", ends, f + l, c.num_layers);
+    }
+    if (rest > 0 && middle == 0) {
+      return fmt::format("{} {} of the {} layers, and no stage is left for the remaining {}",
+                         ends, f + l, c.num_layers, rest);
+    }
+    if (rest == 0 && middle > 0) {
+      return fmt::format("{} all {} layers, leaving none for the other {} stages", ends,
+                         c.num_layers, middle);
+    }
+    if (middle == 0 && c.vpp > 1) {
+      // Megatron-LM's layer offsets divide by the number of middle stages.
+      return std::string("uneven first and last stages with virtual pipeline chunks need a "
+                         "middle stage (at least 3 pipeline stages)");
     }
     if (middle > 0 && rest % middle != 0) {
       return fmt::format("the {} middle layers are not divisible by the {} middle stages", rest,
