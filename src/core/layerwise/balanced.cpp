@@ -117,17 +117,17 @@ std::optional<Packing> pack_balanced(const BufferJob& job, const std::vector<Cos
   for (const Bucket& bucket : *buckets) {
     if (bucket.shared_embedding) {
       const std::size_t k = n - 1 - bucket.from;
-      out.add_bucket(shared_embedding_shard(job, k), job.param(k).numel, {{k, 0}});
+      out.add(k, 0);
+      out.close_bucket(shared_embedding_shard(job, k), job.param(k).numel);
       continue;
     }
-    std::vector<Packing::Slot> slots;
     Wide numel = 0;
     for (std::size_t q = bucket.from; q < bucket.to; ++q) {
       const std::size_t k = n - 1 - q;
-      slots.push_back({k, shard_of_bin[b][static_cast<std::size_t>(bins[b][q - bucket.from])]});
+      out.add(k, shard_of_bin[b][static_cast<std::size_t>(bins[b][q - bucket.from])]);
       numel += job.param(k).numel;
     }
-    out.add_bucket(bucket.size / dp, numel, std::move(slots));
+    out.close_bucket(bucket.size / dp, numel);
     ++b;
   }
   return out;

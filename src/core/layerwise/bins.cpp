@@ -1,6 +1,7 @@
 #include "layerwise/bins.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <utility>
 
@@ -12,19 +13,59 @@ Size Items::total() const {
   return total;
 }
 
+namespace {
+
+/// Buckets of at most this many distinct spans (most: layers repeat) are sorted by span
+/// without comparing positions: each goes straight to its run.
+constexpr std::size_t kFewSpans = 16;
+
+/// The distinct spans of positions [from, to), largest first; nothing where there are more
+/// than kFewSpans.
+std::optional<std::vector<Size>> few_spans(std::span<const Size> span, std::size_t from,
+                                           std::size_t to) {
+  std::vector<Size> spans;
+  for (std::size_t q = from; q < to; ++q) {
+    if (std::find(spans.begin(), spans.end(), span[q]) != spans.end()) continue;
+    if (spans.size() == kFewSpans) return std::nullopt;
+    spans.push_back(span[q]);
+  }
+  std::sort(spans.begin(), spans.end(), std::greater<>());
+  return spans;
+}
+
+}  // namespace
+
 Items by_decreasing_span(std::span<const Size> span, std::size_t from, std::size_t to) {
   Items items;
   items.from = from;
   items.positions.resize(to - from);
-  std::iota(items.positions.begin(), items.positions.end(), from);
-  std::stable_sort(items.positions.begin(), items.positions.end(),
-                   [&](std::size_t a, std::size_t b) { return span[a] > span[b]; });
-  for (std::size_t i = 0; i < items.positions.size(); ++i) {
-    const Size size = span[items.positions[i]];
-    if (items.runs.empty() || items.runs.back().span != size) items.runs.push_back({size, i, i});
-    ++items.runs.back().end;
-    items.gcd = std::gcd(items.gcd, size);
+  if (const std::optional<std::vector<Size>> spans = few_spans(span, from, to)) {
+    const auto run_of = [&](std::size_t q) {
+      return static_cast<std::size_t>(std::find(spans->begin(), spans->end(), span[q]) -
+                                      spans->begin());
+    };
+    items.runs.resize(spans->size());
+    for (std::size_t r = 0; r < spans->size(); ++r) items.runs[r] = {(*spans)[r], 0, 0};
+    for (std::size_t q = from; q < to; ++q) ++items.runs[run_of(q)].end;
+    for (std::size_t r = 0, at = 0; r < items.runs.size(); ++r) {
+      items.runs[r].first = at;
+      at = items.runs[r].end += at;
+    }
+    std::vector<std::size_t> next(items.runs.size());
+    for (std::size_t r = 0; r < items.runs.size(); ++r) next[r] = items.runs[r].first;
+    for (std::size_t q = from; q < to; ++q) items.positions[next[run_of(q)]++] = q;
+  } else {
+    std::iota(items.positions.begin(), items.positions.end(), from);
+    std::sort(items.positions.begin(), items.positions.end(), [&](std::size_t a, std::size_t b) {
+      return span[a] > span[b] || (span[a] == span[b] && a < b);
+    });
+    for (std::size_t i = 0; i < items.positions.size(); ++i) {
+      const Size size = span[items.positions[i]];
+      if (items.runs.empty() || items.runs.back().span != size) items.runs.push_back({size, i, i});
+      ++items.runs.back().end;
+    }
   }
+  for (const Items::Run& run : items.runs) items.gcd = std::gcd(items.gcd, run.span);
   return items;
 }
 

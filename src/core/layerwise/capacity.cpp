@@ -106,10 +106,11 @@ BinOf bins_at(const Items& items, Shards shards, const Fit& fit) {
 
 const Fit& Capacities::smallest_fit(std::size_t from, std::size_t to, Size at_least, bool fill,
                                     Hint hint) {
-  std::pair<Size, std::vector<Size>> key{at_least, {span_.begin() + from, span_.begin() + to}};
-  auto found = fits_.find(key);
+  const Asked asked{at_least, span_.subspan(from, to - from)};
+  auto found = fits_.find(asked);
   if (found == fits_.end()) {
     const Items items = by_decreasing_span(span_, from, to);
+    Stored key{at_least, {asked.spans.begin(), asked.spans.end()}};
     found = fits_.emplace(std::move(key),
                           layerwise::smallest_fit(items, shards_, at_least, fill, hint)).first;
   }

@@ -1,6 +1,7 @@
 // The capacity search: about the smallest shard size at which a bucket's params pack.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <span>
@@ -56,9 +57,28 @@ class Capacities {
                           Hint hint = {});
 
  private:
+  /// A bucket as the memo knows it: `at_least`, then its spans. Looked up by a view of
+  /// the spans, stored with a copy.
+  template <class Spans>
+  struct Key {
+    Size at_least;
+    Spans spans;
+  };
+  using Stored = Key<std::vector<Size>>;
+  using Asked = Key<std::span<const Size>>;
+  struct Less {
+    using is_transparent = void;
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const {
+      if (a.at_least != b.at_least) return a.at_least < b.at_least;
+      return std::lexicographical_compare(a.spans.begin(), a.spans.end(), b.spans.begin(),
+                                          b.spans.end());
+    }
+  };
+
   std::span<const Size> span_;
   Shards shards_;
-  std::map<std::pair<Size, std::vector<Size>>, Fit> fits_;
+  std::map<Stored, Fit, Less> fits_;
 };
 
 }  // namespace paramlayout::layerwise

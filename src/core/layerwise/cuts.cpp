@@ -149,6 +149,8 @@ std::optional<Buckets> cut(const Run& run, std::size_t count, Size target, Size 
   // and the bounds left do.
   Buckets out;
   std::vector<Size> lowest;
+  out.reserve(count);
+  lowest.reserve(count);
   Size lowest_left = 0;
   for (std::size_t k = 1, q = run.from; k <= count && q < run.end; ++k) {
     const std::size_t to = cut_near(run, q, k, count);

@@ -20,26 +20,23 @@ class ChunkPacker {
         loads_(dp_),
         cursors_(dp_) {}
 
-  /// Packs `chunk` (positions, in backprop order) as a bucket.
-  Result<void> pack(const std::vector<std::size_t>& chunk, Wide chunk_numel) {
+  /// Packs `chunk` (positions in the job) as a bucket; reorders it.
+  Result<void> pack(std::vector<std::size_t>& chunk, Wide chunk_numel) {
     if (chunk.empty()) return {};
-    // Costliest first; ties keep backprop order (descending position).
-    std::vector<std::size_t> by_cost = chunk;
-    std::sort(by_cost.begin(), by_cost.end(), [&](std::size_t a, std::size_t b) {
+    // Costliest first; ties in backprop order (descending position).
+    std::sort(chunk.begin(), chunk.end(), [&](std::size_t a, std::size_t b) {
       return cost_[a] > cost_[b] || (cost_[a] == cost_[b] && a > b);
     });
     // Megatron-LM compares integers with this double cap exactly; so does its floor.
     const double cap = static_cast<double>(chunk_numel) / static_cast<double>(dp_) * (1.0 + 0.3);
     const Wide cap_floor = static_cast<Wide>(std::floor(cap));
-    std::vector<Packing::Slot> slots;
-    std::vector<std::int32_t> touched;  // shards given a param, emptied again below
+    const std::size_t first = out_.next_bucket();
     Wide fullest = 0;
-    for (const std::size_t k : by_cost) {
+    for (const std::size_t k : chunk) {
       const std::int64_t numel = job_.param(k).numel;
       std::int32_t s = loads_.find(cap_floor - numel);
       if (s < 0) s = cursors_.find();
       const Wide cursor = cursors_.cursor(s);
-      if (cursor == 0) touched.push_back(s);
       const Wide end = align_param_start(cursor) + numel;
       Cost load = 0;
       if (__builtin_add_overflow(loads_.load(s), cost_[k], &load)) {
@@ -49,13 +46,15 @@ class ChunkPacker {
       cursors_.set(s, end);
       loads_.set(s, load, align_param_start(end));
       fullest = std::max(fullest, end);
-      slots.push_back({k, s});
+      out_.add(k, s);
     }
-    for (const std::int32_t s : touched) {
+    for (std::size_t i = first; i < out_.slots.size(); ++i) {  // the next chunk starts empty
+      const auto s = static_cast<std::int32_t>(out_.slots[i].shard);
+      if (cursors_.cursor(s) == 0) continue;
       cursors_.set(s, 0);
       loads_.set_fill(s, 0);
     }
-    out_.add_bucket(pad_to(fullest, Wide{shard_divisor_}), chunk_numel, std::move(slots));
+    out_.close_bucket(pad_to(fullest, Wide{shard_divisor_}), chunk_numel);
     return {};
   }
 
@@ -94,7 +93,8 @@ Result<Packing> pack_megatron(const BufferJob& job, const std::vector<Cost>& cos
     const Param& param = job.param(k);
     if (param.shared_embedding) {
       if (Result<void> r = close_chunk(); !r) return r.error();
-      out.add_bucket(shared_embedding_shard(job, k), param.numel, {{k, 0}});
+      out.add(k, 0);
+      out.close_bucket(shared_embedding_shard(job, k), param.numel);
       continue;
     }
     if (bucket_size && !chunk.empty()) {

@@ -4,11 +4,11 @@
 
 namespace paramlayout::layerwise {
 
-void Packing::add_bucket(Wide shard_size, Wide numel_unpadded, std::vector<Slot> bucket) {
-  std::stable_sort(bucket.begin(), bucket.end(),
+void Packing::close_bucket(Wide shard_size, Wide numel_unpadded) {
+  const std::size_t first = next_bucket();
+  std::stable_sort(slots.begin() + static_cast<std::ptrdiff_t>(first), slots.end(),
                    [](const Slot& a, const Slot& b) { return a.shard < b.shard; });
-  buckets.push_back({shard_size, numel_unpadded, slots.size(), slots.size() + bucket.size()});
-  slots.insert(slots.end(), bucket.begin(), bucket.end());
+  buckets.push_back({shard_size, numel_unpadded, first, slots.size()});
 }
 
 Wide Packing::size(std::int64_t shards) const {

@@ -30,9 +30,14 @@ struct Packing {
   /// Bucket by bucket, shard by shard, each shard's params from its start: layout order.
   std::vector<Slot> slots;
 
-  /// Appends a bucket of dp shards of `shard_size` holding `slots` (any order: kept within
-  /// each shard, shards put in order).
-  void add_bucket(Wide shard_size, Wide numel_unpadded, std::vector<Slot> slots);
+  /// Puts param `param` in shard `shard` of the next bucket, after the params put there
+  /// before.
+  void add(std::size_t param, std::int64_t shard) { slots.push_back({param, shard}); }
+  /// Closes the next bucket: dp shards of `shard_size` holding the params added since the
+  /// last one closed.
+  void close_bucket(Wide shard_size, Wide numel_unpadded);
+  /// Where the next bucket's slots begin.
+  std::size_t next_bucket() const { return buckets.empty() ? 0 : buckets.back().end; }
   /// The buffer's size in elements, with `shards` shards per bucket.
   Wide size(std::int64_t shards) const;
 };

@@ -30,29 +30,15 @@ class LeastLoadedShard {
   /// Gives shard `s` a new fill.
   void set_fill(std::int32_t s, Wide fill);
 
- private:
+  /// A node of the treap: shard `s` is node `s`.
   struct Node {
-    Wide min_fill = 0;
+    Wide min_fill = 0;  ///< the smallest fill in its subtree
     std::uint64_t priority = 0;
     std::int32_t left = -1;
     std::int32_t right = -1;
   };
-  bool before(std::int32_t a, std::int32_t b) const {
-    return load_[a] < load_[b] || (load_[a] == load_[b] && a < b);
-  }
-  /// Sets node `t`'s smallest fill from its own and its children's.
-  void pull(std::int32_t t) {
-    Node& n = nodes_[t];
-    n.min_fill = fill_[t];
-    if (n.left >= 0) n.min_fill = std::min(n.min_fill, nodes_[n.left].min_fill);
-    if (n.right >= 0) n.min_fill = std::min(n.min_fill, nodes_[n.right].min_fill);
-  }
-  std::int32_t merge(std::int32_t a, std::int32_t b);
-  void split(std::int32_t t, std::int32_t key, std::int32_t& left, std::int32_t& right);
-  std::int32_t erase(std::int32_t t, std::int32_t key);
-  std::int32_t insert(std::int32_t t, std::int32_t node);
-  void refresh_path(std::int32_t t, std::int32_t key);
 
+ private:
   std::vector<Wide> load_;
   std::vector<Wide> fill_;
   std::vector<Node> nodes_;  ///< empty when scanning
@@ -64,9 +50,20 @@ class LeastLoadedShard {
 class EmptiestShard {
  public:
   explicit EmptiestShard(std::int64_t shards);
-  std::int32_t find() const;
+  std::int32_t find() const {
+    if (!best_.empty()) return best_[1];
+    std::int32_t best = 0;
+    for (std::int32_t s = 1; s < static_cast<std::int32_t>(shards_); ++s) best = pick(best, s);
+    return best;
+  }
   Wide cursor(std::int32_t s) const { return cursor_[s]; }
-  void set(std::int32_t s, Wide cursor);
+  void set(std::int32_t s, Wide cursor) {
+    cursor_[s] = cursor;
+    if (best_.empty()) return;
+    for (std::int64_t i = (leaves_ + s) / 2; i > 0; i /= 2) {
+      best_[i] = pick(best_[2 * i], best_[2 * i + 1]);
+    }
+  }
 
  private:
   std::int32_t pick(std::int32_t a, std::int32_t b) const {
