@@ -78,6 +78,56 @@ BinOf bins_of(const Positions& p, const Bucket& bucket, Shards shards) {
   return bins_at(by_decreasing_span(p.span, bucket.from, bucket.to), shards, bucket.fit);
 }
 
+/// Each bucket's bins but shared embeddings', and what each bin costs.
+struct BucketBins {
+  std::vector<BinOf> bins;
+  std::vector<std::vector<Cost>> cost;
+};
+
+/// The bins of `buckets`; the shared embeddings' costs go onto rank 0 of `load`.
+BucketBins bins_of(const Positions& p, const Buckets& buckets, Shards shards,
+                   std::vector<Cost>& load) {
+  BucketBins out;
+  for (const Bucket& bucket : buckets) {
+    if (bucket.shared_embedding) {
+      load[0] += p.cost[bucket.from];
+      continue;
+    }
+    const BinOf& bins = out.bins.emplace_back(bins_of(p, bucket, shards));
+    std::vector<Cost>& costs = out.cost.emplace_back(static_cast<std::size_t>(shards.count), 0);
+    for (std::size_t q = bucket.from; q < bucket.to; ++q) {
+      costs[static_cast<std::size_t>(bins[q - bucket.from])] += p.cost[q];
+    }
+  }
+  return out;
+}
+
+/// The packing of `buckets`, each bin `bins.bins` gave a param going to the shard
+/// `shard_of_bin` gave the bin.
+Packing packing_of(const BufferJob& job, const Buckets& buckets, const BucketBins& bins,
+                   const std::vector<std::vector<std::int64_t>>& shard_of_bin) {
+  Packing out;
+  const std::size_t n = job.group.params.size();
+  std::size_t b = 0;  // into bins and shard_of_bin
+  for (const Bucket& bucket : buckets) {
+    if (bucket.shared_embedding) {
+      const std::size_t k = n - 1 - bucket.from;
+      out.add(k, 0);
+      out.close_bucket(shared_embedding_shard(job, k), job.param(k).numel);
+      continue;
+    }
+    Wide numel = 0;
+    for (std::size_t q = bucket.from; q < bucket.to; ++q) {
+      const std::size_t k = n - 1 - q;
+      out.add(k, shard_of_bin[b][static_cast<std::size_t>(bins.bins[b][q - bucket.from])]);
+      numel += job.param(k).numel;
+    }
+    out.close_bucket(bucket.size / job.group.num_shards, numel);
+    ++b;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<Packing> pack_balanced(const BufferJob& job, const std::vector<Cost>& cost,
@@ -94,43 +144,10 @@ std::optional<Packing> pack_balanced(const BufferJob& job, const std::vector<Cos
   const std::optional<Buckets> buckets =
       cut_runs(job, *p, shards, static_cast<Size>(limit), search);
   if (!buckets) return std::nullopt;
-
-  std::vector<BinOf> bins;  // of each bucket but shared embeddings
-  std::vector<std::vector<Cost>> bin_cost;
-  for (const Bucket& bucket : *buckets) {
-    if (bucket.shared_embedding) {
-      load[0] += p->cost[bucket.from];
-      continue;
-    }
-    bins.push_back(bins_of(*p, bucket, shards));
-    std::vector<Cost>& costs = bin_cost.emplace_back(static_cast<std::size_t>(dp), 0);
-    for (std::size_t q = bucket.from; q < bucket.to; ++q) {
-      costs[static_cast<std::size_t>(bins.back()[q - bucket.from])] += p->cost[q];
-    }
-  }
-  const std::vector<std::vector<std::int64_t>> shard_of_bin = assign_bins(bin_cost, load, target);
+  const BucketBins bins = bins_of(*p, *buckets, shards, load);
+  const std::vector<std::vector<std::int64_t>> shard_of_bin = assign_bins(bins.cost, load, target);
   if (*std::max_element(load.begin(), load.end()) > target) return std::nullopt;
-
-  Packing out;
-  const std::size_t n = p->size();
-  std::size_t b = 0;  // into bins and shard_of_bin
-  for (const Bucket& bucket : *buckets) {
-    if (bucket.shared_embedding) {
-      const std::size_t k = n - 1 - bucket.from;
-      out.add(k, 0);
-      out.close_bucket(shared_embedding_shard(job, k), job.param(k).numel);
-      continue;
-    }
-    Wide numel = 0;
-    for (std::size_t q = bucket.from; q < bucket.to; ++q) {
-      const std::size_t k = n - 1 - q;
-      out.add(k, shard_of_bin[b][static_cast<std::size_t>(bins[b][q - bucket.from])]);
-      numel += job.param(k).numel;
-    }
-    out.close_bucket(bucket.size / dp, numel);
-    ++b;
-  }
-  return out;
+  return packing_of(job, *buckets, bins, shard_of_bin);
 }
 
 }  // namespace paramlayout::layerwise

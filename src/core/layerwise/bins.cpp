@@ -33,6 +33,37 @@ std::optional<std::vector<Size>> few_spans(std::span<const Size> span, std::size
   return spans;
 }
 
+/// Positions [from, to), whose distinct spans are `spans` (largest first), into `items`:
+/// each position straight to its run.
+void place_by_run(std::span<const Size> span, std::size_t from, std::size_t to,
+                  const std::vector<Size>& spans, Items& items) {
+  const auto run_of = [&](std::size_t q) {
+    return static_cast<std::size_t>(std::find(spans.begin(), spans.end(), span[q]) -
+                                    spans.begin());
+  };
+  std::vector<std::size_t> count(spans.size(), 0);
+  for (std::size_t q = from; q < to; ++q) ++count[run_of(q)];
+  std::vector<std::size_t> next(spans.size());  // of each run, where its next position goes
+  for (std::size_t r = 0, at = 0; r < spans.size(); at += count[r++]) {
+    items.runs.push_back({spans[r], at, at + count[r]});
+    next[r] = at;
+  }
+  for (std::size_t q = from; q < to; ++q) items.positions[next[run_of(q)]++] = q;
+}
+
+/// Positions [from, to) into `items` by comparing spans.
+void sort_by_span(std::span<const Size> span, std::size_t from, Items& items) {
+  std::iota(items.positions.begin(), items.positions.end(), from);
+  std::sort(items.positions.begin(), items.positions.end(), [&](std::size_t a, std::size_t b) {
+    return span[a] > span[b] || (span[a] == span[b] && a < b);
+  });
+  for (std::size_t i = 0; i < items.positions.size(); ++i) {
+    const Size size = span[items.positions[i]];
+    if (items.runs.empty() || items.runs.back().span != size) items.runs.push_back({size, i, i});
+    ++items.runs.back().end;
+  }
+}
+
 }  // namespace
 
 Items by_decreasing_span(std::span<const Size> span, std::size_t from, std::size_t to) {
@@ -40,30 +71,9 @@ Items by_decreasing_span(std::span<const Size> span, std::size_t from, std::size
   items.from = from;
   items.positions.resize(to - from);
   if (const std::optional<std::vector<Size>> spans = few_spans(span, from, to)) {
-    const auto run_of = [&](std::size_t q) {
-      return static_cast<std::size_t>(std::find(spans->begin(), spans->end(), span[q]) -
-                                      spans->begin());
-    };
-    items.runs.resize(spans->size());
-    for (std::size_t r = 0; r < spans->size(); ++r) items.runs[r] = {(*spans)[r], 0, 0};
-    for (std::size_t q = from; q < to; ++q) ++items.runs[run_of(q)].end;
-    for (std::size_t r = 0, at = 0; r < items.runs.size(); ++r) {
-      items.runs[r].first = at;
-      at = items.runs[r].end += at;
-    }
-    std::vector<std::size_t> next(items.runs.size());
-    for (std::size_t r = 0; r < items.runs.size(); ++r) next[r] = items.runs[r].first;
-    for (std::size_t q = from; q < to; ++q) items.positions[next[run_of(q)]++] = q;
+    place_by_run(span, from, to, *spans, items);
   } else {
-    std::iota(items.positions.begin(), items.positions.end(), from);
-    std::sort(items.positions.begin(), items.positions.end(), [&](std::size_t a, std::size_t b) {
-      return span[a] > span[b] || (span[a] == span[b] && a < b);
-    });
-    for (std::size_t i = 0; i < items.positions.size(); ++i) {
-      const Size size = span[items.positions[i]];
-      if (items.runs.empty() || items.runs.back().span != size) items.runs.push_back({size, i, i});
-      ++items.runs.back().end;
-    }
+    sort_by_span(span, from, items);
   }
   for (const Items::Run& run : items.runs) items.gcd = std::gcd(items.gcd, run.span);
   return items;

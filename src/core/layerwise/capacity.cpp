@@ -59,34 +59,36 @@ Size least_capacity(const Items& items, Shards shards, Size at_least) {
                    shards.pad(crowded)});
 }
 
-Fit smallest_fit(const Items& items, Shards shards, Size at_least, bool fill, Hint hint) {
-  const Size lowest = least_capacity(items, shards, at_least);
-  const auto best_fit_at = [&](Size c) { return best_fit(items, shards.count, c); };
-  // Gallop up from `lowest` to a capacity that packs (unless the hint knows one).
+namespace {
+
+/// The bracket from galloping up from `lowest` to a capacity at which best-fit packs
+/// `items` (unless `hint` knows one), its capacity that packing's fullest shard's.
+Bracket gallop(const Items& items, Shards shards, Size lowest, Hint hint) {
   Bracket bracket{lowest - 1, lowest};
-  std::optional<Size> fullest =
-      hint.capacity > lowest ? std::optional{hint.fullest} : best_fit_at(lowest);
+  std::optional<Size> fullest = hint.capacity > lowest
+                                    ? std::optional{hint.fullest}
+                                    : best_fit(items, shards.count, lowest);
   for (Size step = std::max<Size>(lowest / 256, shards.divisor); !fullest;) {
     bracket.failed = bracket.capacity - bracket.capacity % items.gcd + items.gcd - 1;
     do {  // no need to try where it surely fails
       bracket.capacity = shards.pad(lowest + step);
       step *= 2;
     } while (bracket.capacity <= bracket.failed);
-    fullest = best_fit_at(bracket.capacity);
+    fullest = best_fit(items, shards.count, bracket.capacity);
   }
   bracket.capacity = shards.pad(*fullest);
-  const Size resolution = std::max<Size>(lowest / kResolution, shards.divisor);
-  bisect(bracket, items, shards, resolution, best_fit_at);
-  Fit fit{bracket.capacity, std::nullopt};
-  // Filling bin by bin can pack below best-fit's capacity: bisect once more with it, unless
-  // it cannot pack just below that capacity either (most buckets). The packing kept is the
-  // last that packed: the capacity is its fullest shard's.
-  if (!fill || bracket.capacity <= lowest || !can_fill(items, shards.count)) return fit;
+  return bracket;
+}
+
+/// Below best-fit's `fit`, bin-by-bin filling, bisecting from `lowest` up, unless it cannot
+/// pack just below that capacity either (most buckets). The packing kept is the last that
+/// packed: the capacity is its fullest shard's.
+void fill_below(const Items& items, Shards shards, Size lowest, Size resolution, Fit& fit) {
   Filling trial;
   const std::optional<Size> tighter =
-      fill_bins(items, shards.count, bracket.capacity - shards.divisor, trial);
-  if (!tighter) return fit;
-  bracket = {lowest - 1, shards.pad(*tighter)};
+      fill_bins(items, shards.count, fit.capacity - shards.divisor, trial);
+  if (!tighter) return;
+  Bracket bracket{lowest - 1, shards.pad(*tighter)};
   fit.filling = trial;
   bisect(bracket, items, shards, resolution, [&](Size c) {
     const std::optional<Size> packed = fill_bins(items, shards.count, c, trial);
@@ -94,6 +96,20 @@ Fit smallest_fit(const Items& items, Shards shards, Size at_least, bool fill, Hi
     return packed;
   });
   fit.capacity = bracket.capacity;
+}
+
+}  // namespace
+
+Fit smallest_fit(const Items& items, Shards shards, Size at_least, bool fill, Hint hint) {
+  const Size lowest = least_capacity(items, shards, at_least);
+  const Size resolution = std::max<Size>(lowest / kResolution, shards.divisor);
+  Bracket bracket = gallop(items, shards, lowest, hint);
+  bisect(bracket, items, shards, resolution,
+         [&](Size c) { return best_fit(items, shards.count, c); });
+  Fit fit{bracket.capacity, std::nullopt};
+  if (fill && fit.capacity > lowest && can_fill(items, shards.count)) {
+    fill_below(items, shards, lowest, resolution, fit);
+  }
   return fit;
 }
 

@@ -32,17 +32,11 @@ Result<void> Chooser::lay_out(const BufferJob& job, std::size_t index, BufferLay
   const std::vector<Cost> megatron_costs = rank_costs_of(megatron_layout, *megatron, *cost);
   add_rank_costs(megatron_, megatron_costs);
   kept_.resize(megatron_.size(), 0);
-  // The balanced packing must leave the ranks no heavier than Megatron-LM's would, and
-  // with the heaviest rank so far, its sums within 127 bits.
-  const Cost target = heaviest(megatron_);
+  // With the heaviest rank so far, the balanced packing's sums must stay within 127 bits.
   Cost total = 0;
   for (const Cost c : megatron_costs) total = saturating_add(total, c);
   if (saturating_add(heaviest(kept_), total) < kMaxCost) {
-    const Wide limit = megatron->size(job.group.num_shards);
-    for (const bool search : {true, false}) {
-      const std::optional<Packing> balanced =
-          pack_balanced(job, *cost, limit, kept_, target, search);
-      if (!balanced) continue;
+    if (const std::optional<Packing> balanced = pack_balanced(job, *cost, *megatron)) {
       if (Result<void> r = write_layout(job, *balanced, out); !r) return r;
       add_rank_costs(kept_, rank_costs_of(out, *balanced, *cost));
       megatron_layouts_.emplace_back(index, std::move(megatron_layout));
@@ -52,6 +46,22 @@ Result<void> Chooser::lay_out(const BufferJob& job, std::size_t index, BufferLay
   add_rank_costs(kept_, megatron_costs);
   out = std::move(megatron_layout);
   return {};
+}
+
+std::optional<Packing> Chooser::pack_balanced(const BufferJob& job,
+                                              const std::vector<Cost>& cost,
+                                              const Packing& megatron) const {
+  // No larger than Megatron-LM's, no rank heavier than under Megatron-LM's packing of every
+  // buffer so far: the tighter search first, then plain best-fit (whose ranks can come out
+  // lighter).
+  const Wide limit = megatron.size(job.group.num_shards);
+  for (const bool search : {true, false}) {
+    if (std::optional<Packing> packing =
+            layerwise::pack_balanced(job, cost, limit, kept_, heaviest(megatron_), search)) {
+      return packing;
+    }
+  }
+  return std::nullopt;
 }
 
 void Chooser::settle(std::vector<BufferLayout>& buffers) {

@@ -1,6 +1,7 @@
 #include "layerwise/fill.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace paramlayout::layerwise {
 namespace {
@@ -64,6 +65,49 @@ class BinSearch {
   Counts count_{};                               ///< of each size, being tried
 };
 
+/// The items not yet in a bin, by size, largest first.
+struct Stock {
+  Counts span{};
+  Counts left{};
+  std::size_t sizes = 0;
+  Size gcd = 0;
+  std::size_t first = 0;  ///< the largest size with items left, once `any_left` tells
+
+  explicit Stock(const Items& items) : sizes(items.runs.size()), gcd(items.gcd) {
+    for (std::size_t i = 0; i < sizes; ++i) {
+      span[i] = items.runs[i].span;
+      left[i] = static_cast<std::int64_t>(items.runs[i].end - items.runs[i].first);
+    }
+  }
+
+  bool any_left() {
+    while (first < sizes && left[first] == 0) ++first;
+    return first < sizes;
+  }
+
+  /// The best filling of a bin of `capacity` that the largest item left opens: of each
+  /// size, how many; and what the bin then holds.
+  std::pair<Counts, Size> best_bin(Size capacity) {
+    --left[first];
+    const Size room = capacity - span[first];
+    Counts best{};
+    const Size filled =
+        BinSearch(span, left, sizes).search(first, room, room - room % gcd, best);
+    ++left[first];
+    ++best[first];
+    return {best, span[first] + filled};
+  }
+
+  /// Takes `take` for as many bins in a row as the items last, at most `bins`: how many.
+  std::int64_t take_repeatedly(const Counts& take, std::int64_t bins) {
+    for (std::size_t i = first; i < sizes; ++i) {
+      if (take[i] > 0) bins = std::min(bins, left[i] / take[i]);
+    }
+    for (std::size_t i = first; i < sizes; ++i) left[i] -= bins * take[i];
+    return bins;
+  }
+};
+
 }  // namespace
 
 bool can_fill(const Items& items, std::int64_t bins) {
@@ -73,42 +117,21 @@ bool can_fill(const Items& items, std::int64_t bins) {
 std::optional<Size> fill_bins(const Items& items, std::int64_t bins, Size capacity,
                               Filling& filling) {
   filling.clear();
-  const std::size_t n = items.runs.size();
-  Counts span{};
-  Counts left{};
-  Size slack = bins * capacity;  // what the bins can leave empty and still take every item
-  for (std::size_t i = 0; i < n; ++i) {
-    span[i] = items.runs[i].span;
-    left[i] = static_cast<std::int64_t>(items.runs[i].end - items.runs[i].first);
-    slack -= span[i] * left[i];
-  }
-  if (slack < 0) return std::nullopt;  // and so every sum below fits
+  Stock stock(items);
+  Size slack = bins * capacity - items.total();  // what the bins can leave empty
+  if (slack < 0) return std::nullopt;            // (and so every sum below fits)
   Size fullest = 0;
-  std::size_t first = 0;  // the largest size with items left
-  for (std::int64_t bin = 0; bin < bins;) {
-    while (first < n && left[first] == 0) ++first;
-    if (first == n) break;
-    if (span[first] > capacity) return std::nullopt;
-    --left[first];  // the bin's first item: the largest left
-    const Size room = capacity - span[first];
-    Counts best{};
-    const Size filled =
-        BinSearch(span, left, n).search(first, room, room - room % items.gcd, best);
-    ++left[first];
-    ++best[first];
-    fullest = std::max(fullest, span[first] + filled);
-    std::int64_t repeat = bins - bin;
-    for (std::size_t i = first; i < n; ++i) {
-      if (best[i] > 0) repeat = std::min(repeat, left[i] / best[i]);
-    }
-    for (std::size_t i = first; i < n; ++i) left[i] -= repeat * best[i];
-    filling.push_back({repeat, best});
+  for (std::int64_t bin = 0; bin < bins && stock.any_left();) {
+    if (stock.span[stock.first] > capacity) return std::nullopt;
+    const auto [take, filled] = stock.best_bin(capacity);
+    fullest = std::max(fullest, filled);
+    const std::int64_t repeat = stock.take_repeatedly(take, bins - bin);
+    filling.push_back({repeat, take});
     bin += repeat;
-    slack -= repeat * (room - filled);
+    slack -= repeat * (capacity - filled);
     if (slack < 0) return std::nullopt;
   }
-  while (first < n && left[first] == 0) ++first;
-  if (first < n) return std::nullopt;
+  if (stock.any_left()) return std::nullopt;
   return fullest;
 }
 

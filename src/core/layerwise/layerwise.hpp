@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 namespace paramlayout::layerwise {
 
 using strategies::BufferJob;
+struct Packing;
 
 /// Lays out the layerwise buffers of one shard count, which share their ranks, one after
 /// another. With the balanced packer, a buffer's balanced packing is kept only where it pads
@@ -37,6 +39,11 @@ class Chooser {
   void settle(std::vector<BufferLayout>& buffers);
 
  private:
+  /// The balanced packing of `job`'s buffer where it is no worse than `megatron`, its
+  /// Megatron-LM packing; else nothing.
+  std::optional<Packing> pack_balanced(const BufferJob& job, const std::vector<Cost>& cost,
+                                       const Packing& megatron) const;
+
   Packer packer_;
   std::vector<Cost> kept_;      ///< each rank's cost under the layouts kept
   std::vector<Cost> megatron_;  ///< had every buffer been packed Megatron-LM's way

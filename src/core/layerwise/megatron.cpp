@@ -68,53 +68,79 @@ class ChunkPacker {
   EmptiestShard cursors_;   ///< over the chunk
 };
 
+/// The chunk being formed, in backprop order: it closes once it reaches max(bucket_size,
+/// 0.9 x dp x its largest param) and the next param would not fit in the shards it already
+/// needs, estimated by putting each param on the least-filled shard.
+class Chunk {
+ public:
+  explicit Chunk(const BufferJob& job)
+      : dp_(job.group.num_shards),
+        divisor_(shard_divisor(dp_, job.options.pad_for_high_nccl_busbw)),
+        bucket_size_(job.options.bucket_size),
+        estimate_(dp_) {}
+
+  std::vector<std::size_t> params;  ///< positions in the job
+  Wide numel = 0;
+
+  /// Whether the chunk closes before a param of `numel` elements joins it.
+  bool closes_before(std::int64_t numel) const {
+    if (!bucket_size_ || params.empty() || this->numel < threshold_) return false;
+    return align_param_start(estimate_.min()) + numel > pad_to(estimate_.max(), divisor_);
+  }
+
+  void add(std::size_t k, std::int64_t param_numel) {
+    estimate_.place(param_numel);
+    params.push_back(k);
+    numel += param_numel;
+    if (param_numel > largest_) {
+      largest_ = param_numel;
+      const Wide floor =
+          static_cast<Wide>(std::trunc(static_cast<double>(Wide{dp_} * largest_) * 0.9));
+      threshold_ = std::max(Wide{bucket_size_.value_or(0)}, floor);
+    }
+  }
+
+  void clear() {
+    params.clear();
+    numel = 0;
+    largest_ = 0;
+    estimate_.reset();
+  }
+
+ private:
+  std::int64_t dp_;
+  Wide divisor_;
+  std::optional<std::int64_t> bucket_size_;
+  std::int64_t largest_ = 0;
+  Wide threshold_ = 0;  ///< max(bucket_size, trunc(0.9 x dp x largest))
+  FillEstimate estimate_;
+};
+
 }  // namespace
 
 Result<Packing> pack_megatron(const BufferJob& job, const std::vector<Cost>& cost) {
   Packing out;
   ChunkPacker packer(job, cost, out);
-  const std::int64_t dp = job.group.num_shards;
-  const Wide divisor = shard_divisor(dp, job.options.pad_for_high_nccl_busbw);
-  const std::optional<std::int64_t>& bucket_size = job.options.bucket_size;
-  std::vector<std::size_t> chunk;
-  Wide chunk_numel = 0;
-  std::int64_t chunk_largest = 0;
-  Wide threshold = 0;  // max(bucket_size, trunc(0.9 x dp x chunk_largest))
-  FillEstimate estimate(dp);
-  const auto close_chunk = [&]() -> Result<void> {
-    Result<void> packed = packer.pack(chunk, chunk_numel);
+  Chunk chunk(job);
+  const auto close = [&]() -> Result<void> {
+    Result<void> packed = packer.pack(chunk.params, chunk.numel);
     chunk.clear();
-    chunk_numel = 0;
-    chunk_largest = 0;
-    estimate.reset();
     return packed;
   };
   for (std::size_t k = job.group.params.size(); k-- > 0;) {
     const Param& param = job.param(k);
     if (param.shared_embedding) {
-      if (Result<void> r = close_chunk(); !r) return r.error();
+      if (Result<void> r = close(); !r) return r.error();
       out.add(k, 0);
       out.close_bucket(shared_embedding_shard(job, k), param.numel);
       continue;
     }
-    if (bucket_size && !chunk.empty()) {
-      const bool absorbed = align_param_start(estimate.min()) + param.numel <=
-                            pad_to(estimate.max(), divisor);
-      if (chunk_numel >= threshold && !absorbed) {
-        if (Result<void> r = close_chunk(); !r) return r.error();
-      }
+    if (chunk.closes_before(param.numel)) {
+      if (Result<void> r = close(); !r) return r.error();
     }
-    estimate.place(param.numel);
-    chunk.push_back(k);
-    chunk_numel += param.numel;
-    if (param.numel > chunk_largest) {
-      chunk_largest = param.numel;
-      const Wide floor = static_cast<Wide>(
-          std::trunc(static_cast<double>(Wide{dp} * chunk_largest) * 0.9));
-      threshold = std::max(Wide{bucket_size.value_or(0)}, floor);
-    }
+    chunk.add(k, param.numel);
   }
-  if (Result<void> r = close_chunk(); !r) return r.error();
+  if (Result<void> r = close(); !r) return r.error();
   return out;
 }
 
