@@ -120,7 +120,8 @@ TEST_SUITE("layerwise") {
     std::mt19937_64 rng(5);
     for (int round = 0; round < 200; ++round) {
       const std::size_t dp = std::uniform_int_distribution<std::size_t>(1, 6)(rng);
-      std::vector<std::vector<Cost>> bin_cost(std::uniform_int_distribution<std::size_t>(1, 5)(rng));
+      std::vector<std::vector<Cost>> bin_cost(
+          std::uniform_int_distribution<std::size_t>(1, 5)(rng));
       for (auto& bins : bin_cost) {
         bins.resize(dp);
         for (Cost& c : bins) c = std::uniform_int_distribution<int>(0, 50)(rng);
@@ -161,7 +162,8 @@ TEST_SUITE("layerwise") {
     const BufferJob job{m, groups[0], options};
     const std::vector<Cost> cost = expect_ok(newton_schulz_costs(job));
     // 24 units of 4096 elements in 2 shards of 12: no padding.
-    const std::optional<Packing> packing = pack_balanced(job, cost, 1 << 20, {0, 0}, kMaxCost, true);
+    const std::optional<Packing> packing =
+        pack_balanced(job, cost, 1 << 20, {0, 0}, kMaxCost, true);
     REQUIRE(packing.has_value());
     CHECK(packing->size(2) == 24 * 4096);
     std::vector<int> seen(12, 0);

@@ -16,8 +16,8 @@ namespace {
 
 /// Best-fit-decreasing as its definition reads: each item, largest first (ties in position
 /// order), to the bin with the least room that fits it, the first on ties.
-std::optional<Size> plain_best_fit(const std::vector<Size>& span, std::int64_t bins,
-                                   Size capacity, BinOf& bin_of) {
+std::optional<Size> plain_best_fit(const std::vector<Size>& span, std::int64_t bins, Size capacity,
+                                   BinOf& bin_of) {
   std::vector<std::size_t> order(span.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(),
@@ -37,10 +37,10 @@ std::optional<Size> plain_best_fit(const std::vector<Size>& span, std::int64_t b
 }
 
 /// What each bin holds, with `bin_of` from a packing of `span`.
-std::vector<Size> bin_fills(const std::vector<Size>& span, const BinOf& bin_of,
-                            std::int64_t bins) {
+std::vector<Size> bin_fills(const std::vector<Size>& span, const BinOf& bin_of, std::int64_t bins) {
   std::vector<Size> fill(static_cast<std::size_t>(bins), 0);
-  for (std::size_t q = 0; q < span.size(); ++q) fill[static_cast<std::size_t>(bin_of[q])] += span[q];
+  for (std::size_t q = 0; q < span.size(); ++q)
+    fill[static_cast<std::size_t>(bin_of[q])] += span[q];
   return fill;
 }
 
@@ -77,7 +77,8 @@ TEST_SUITE("layerwise") {
       CHECK(items.positions == want);
       std::size_t covered = 0;
       for (const Items::Run& run : items.runs) {
-        for (std::size_t i = run.first; i < run.end; ++i) CHECK(span[items.positions[i]] == run.span);
+        for (std::size_t i = run.first; i < run.end; ++i)
+          CHECK(span[items.positions[i]] == run.span);
         covered += run.end - run.first;
       }
       CHECK(covered == 280);
@@ -108,8 +109,7 @@ TEST_SUITE("layerwise") {
       const std::optional<Size> expected = plain_best_fit(span, bins, capacity, want);
       BinOf got(span.size());
       CAPTURE(round);
-      REQUIRE(best_fit(by_decreasing_span(span, 0, span.size()), bins, capacity, &got) ==
-              expected);
+      REQUIRE(best_fit(by_decreasing_span(span, 0, span.size()), bins, capacity, &got) == expected);
       if (expected) CHECK(got == want);
     }
   }

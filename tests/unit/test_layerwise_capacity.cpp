@@ -57,7 +57,8 @@ TEST_SUITE("layerwise") {
     std::vector<Size> fill(2, 0);
     const std::vector<Size> span{2, 3, 3, 3, 4, 5};
     const BinOf bin_of = bins_at(items, {2, 1}, filled);
-    for (std::size_t q = 0; q < span.size(); ++q) fill[static_cast<std::size_t>(bin_of[q])] += span[q];
+    for (std::size_t q = 0; q < span.size(); ++q)
+      fill[static_cast<std::size_t>(bin_of[q])] += span[q];
     CHECK(fill == std::vector<Size>{10, 10});
   }
 
@@ -125,7 +126,7 @@ TEST_SUITE("layerwise") {
     REQUIRE(buckets.has_value());
     REQUIRE(buckets->size() == 2);
     CHECK(size_of(*buckets) == 512);
-    CHECK_FALSE(cut_run(run, 256, 511, capacities).has_value());  // over the budget
+    CHECK_FALSE(cut_run(run, 256, 511, capacities).has_value());    // over the budget
     CHECK_FALSE(cut_run(run, 2048, 1000, capacities).has_value());  // 2 x 1024 > 1000
     const std::optional<Buckets> one = cut_run(run, std::nullopt, 512, capacities);
     REQUIRE(one.has_value());

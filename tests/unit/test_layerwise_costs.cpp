@@ -69,8 +69,9 @@ TEST_SUITE("layerwise") {
     const OneBuffer b({param("ok", {8, 8}), huge}, 2);
     const Result<std::vector<Cost>> costs = layerwise::newton_schulz_costs(b.job());
     REQUIRE_FALSE(costs.ok());
-    CHECK(costs.error().message == "m.json: param \"huge\": its Newton-Schulz cost (shape and "
-                                   "gtp_remat_size) exceeds 127 bits");
+    CHECK(costs.error().message ==
+          "m.json: param \"huge\": its Newton-Schulz cost (shape and "
+          "gtp_remat_size) exceeds 127 bits");
     const OneBuffer fine({param("a", {8, 4}), param("v", {10})}, 2);
     CHECK(expect_ok(layerwise::newton_schulz_costs(fine.job())) == std::vector<Cost>{128, 10});
   }
@@ -102,8 +103,8 @@ TEST_SUITE("layerwise") {
 
   TEST_CASE("a packing is written shard by shard, each param on a multiple of 64") {
     // dp 2, shard divisor lcm(64, lcm(2, 128) / 2) = 64.
-    const OneBuffer b({param("p0", {100}), param("p1", {50}), param("p2", {60}),
-                       param("p3", {10}), param("e", {100})},
+    const OneBuffer b({param("p0", {100}), param("p1", {50}), param("p2", {60}), param("p3", {10}),
+                       param("e", {100})},
                       2);
     layerwise::Packing packing;
     packing.add(2, 1);  // shard 1 first: shards are put in order, params kept in order

@@ -42,8 +42,8 @@ TEST_SUITE("layerwise") {
           if (fill[s] <= limit && (want < 0 || load[s] < load[want])) want = s;
         }
         REQUIRE(queue.find(limit) == want);
-        const auto s = std::uniform_int_distribution<std::int32_t>(
-            0, static_cast<std::int32_t>(dp - 1))(rng);
+        const auto s =
+            std::uniform_int_distribution<std::int32_t>(0, static_cast<std::int32_t>(dp - 1))(rng);
         if (step % 5 == 4) {
           fill[s] = 0;
           queue.set_fill(s, 0);
@@ -64,8 +64,8 @@ TEST_SUITE("layerwise") {
       EmptiestShard queue(dp);
       std::vector<Wide> cursor(static_cast<std::size_t>(dp), 0);
       for (int step = 0; step < 2000; ++step) {
-        const auto s = std::uniform_int_distribution<std::int32_t>(
-            0, static_cast<std::int32_t>(dp - 1))(rng);
+        const auto s =
+            std::uniform_int_distribution<std::int32_t>(0, static_cast<std::int32_t>(dp - 1))(rng);
         cursor[s] = std::uniform_int_distribution<int>(0, 20)(rng);
         queue.set(s, cursor[s]);
         const auto want = std::min_element(cursor.begin(), cursor.end()) - cursor.begin();

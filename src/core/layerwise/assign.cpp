@@ -54,8 +54,7 @@ void swap_bins(const std::vector<std::vector<Cost>>& bin_cost,
     for (const std::size_t b : order) {
       for (std::size_t s = 0; s < load.size(); ++s) {
         if (on(b, s) >= on(b, h)) continue;
-        const Cost after =
-            std::max(load[h] - on(b, h) + on(b, s), load[s] - on(b, s) + on(b, h));
+        const Cost after = std::max(load[h] - on(b, h) + on(b, s), load[s] - on(b, s) + on(b, h));
         if (after < best) {
           best = after;
           best_bucket = b;
@@ -75,8 +74,7 @@ void swap_bins(const std::vector<std::vector<Cost>>& bin_cost,
 }  // namespace
 
 std::optional<BinOf> pack_by_cost(std::span<const Size> span, std::span<const Cost> cost,
-                                  std::size_t from, std::size_t to, Shards shards,
-                                  Size capacity) {
+                                  std::size_t from, std::size_t to, Shards shards, Size capacity) {
   if (shards.count > 64) return std::nullopt;
   std::vector<std::size_t> items(to - from);
   std::iota(items.begin(), items.end(), from);
@@ -99,16 +97,15 @@ std::optional<BinOf> pack_by_cost(std::span<const Size> span, std::span<const Co
   return bin_of;
 }
 
-std::vector<std::vector<std::int64_t>> assign_bins(
-    const std::vector<std::vector<Cost>>& bin_cost, std::vector<Cost>& load, Cost target) {
+std::vector<std::vector<std::int64_t>> assign_bins(const std::vector<std::vector<Cost>>& bin_cost,
+                                                   std::vector<Cost>& load, Cost target) {
   const auto heaviest_bin = [&](std::size_t b) {
     return *std::max_element(bin_cost[b].begin(), bin_cost[b].end());
   };
   std::vector<std::size_t> order(bin_cost.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return heaviest_bin(a) > heaviest_bin(b);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return heaviest_bin(a) > heaviest_bin(b); });
   BinOnShard bin_on_shard(bin_cost.size(), std::vector<std::size_t>(load.size()));
   for (const std::size_t b : order) place(bin_cost[b], load, bin_on_shard[b]);
   swap_bins(bin_cost, order, load, target, bin_on_shard);

@@ -29,9 +29,8 @@ std::optional<Positions> positions_of(const BufferJob& job, const std::vector<Co
   Wide total = 0;
   for (std::size_t k = n; k-- > 0;) {
     const Param& param = job.param(k);
-    const Wide span = param.shared_embedding
-                          ? shards.count * shared_embedding_shard(job, k)
-                          : align_param_start(Wide{param.numel});
+    const Wide span = param.shared_embedding ? shards.count * shared_embedding_shard(job, k)
+                                             : align_param_start(Wide{param.numel});
     total += span;
     if (total > size_limit) return std::nullopt;
     p.span.push_back(static_cast<Size>(span));
@@ -44,8 +43,8 @@ std::optional<Positions> positions_of(const BufferJob& job, const std::vector<Co
 
 /// Every bucket of the buffer, run by run, in at most `limit` elements; nothing where they
 /// do not fit.
-std::optional<Buckets> cut_runs(const BufferJob& job, const Positions& p, Shards shards,
-                                Size limit, bool search) {
+std::optional<Buckets> cut_runs(const BufferJob& job, const Positions& p, Shards shards, Size limit,
+                                bool search) {
   Capacities capacities(p.span, shards);
   Buckets out;
   const std::size_t n = p.size();
@@ -131,8 +130,7 @@ Packing packing_of(const BufferJob& job, const Buckets& buckets, const BucketBin
 }  // namespace
 
 std::optional<Packing> pack_balanced(const BufferJob& job, const std::vector<Cost>& cost,
-                                     Wide limit, std::vector<Cost> load, Cost target,
-                                     bool search) {
+                                     Wide limit, std::vector<Cost> load, Cost target, bool search) {
   const std::int64_t dp = job.group.num_shards;
   const Shards shards{dp, shard_divisor(dp, job.options.pad_for_high_nccl_busbw)};
   // Capacities stay below 4x the larger of the params' span and the limit, plus a shard

@@ -23,7 +23,6 @@ namespace paramlayout::layerwise {
 /// or where the buffer is too large to plan in 64 bits (2^60 / dp elements: no real
 /// buffer). `search`: fill bins one at a time and move cuts (tighter, but blind to cost).
 std::optional<Packing> pack_balanced(const BufferJob& job, const std::vector<Cost>& cost,
-                                     Wide limit, std::vector<Cost> load, Cost target,
-                                     bool search);
+                                     Wide limit, std::vector<Cost> load, Cost target, bool search);
 
 }  // namespace paramlayout::layerwise

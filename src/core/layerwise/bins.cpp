@@ -38,8 +38,7 @@ std::optional<std::vector<Size>> few_spans(std::span<const Size> span, std::size
 void place_by_run(std::span<const Size> span, std::size_t from, std::size_t to,
                   const std::vector<Size>& spans, Items& items) {
   const auto run_of = [&](std::size_t q) {
-    return static_cast<std::size_t>(std::find(spans.begin(), spans.end(), span[q]) -
-                                    spans.begin());
+    return static_cast<std::size_t>(std::find(spans.begin(), spans.end(), span[q]) - spans.begin());
   };
   std::vector<std::size_t> count(spans.size(), 0);
   for (std::size_t q = from; q < to; ++q) ++count[run_of(q)];
@@ -143,8 +142,7 @@ class Bins {
 
 }  // namespace
 
-std::optional<Size> best_fit(const Items& items, std::int64_t bins, Size capacity,
-                             BinOf* bin_of) {
+std::optional<Size> best_fit(const Items& items, std::int64_t bins, Size capacity, BinOf* bin_of) {
   Bins packed(bins, capacity);
   for (const Items::Run& run : items.runs) {
     std::size_t i = run.first;  // the run's next item

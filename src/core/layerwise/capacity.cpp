@@ -22,8 +22,7 @@ template <class Pack>
 bool bisect(Bracket& bracket, const Items& items, Shards shards, Size resolution, Pack pack) {
   bool packed = false;
   while (bracket.capacity - bracket.failed > resolution) {
-    const Size middle =
-        shards.pad(bracket.failed + (bracket.capacity - bracket.failed) / 2);
+    const Size middle = shards.pad(bracket.failed + (bracket.capacity - bracket.failed) / 2);
     if (middle >= bracket.capacity) break;
     if (const std::optional<Size> fullest = pack(middle)) {
       bracket.capacity = shards.pad(*fullest);
@@ -65,9 +64,8 @@ namespace {
 /// `items` (unless `hint` knows one), its capacity that packing's fullest shard's.
 Bracket gallop(const Items& items, Shards shards, Size lowest, Hint hint) {
   Bracket bracket{lowest - 1, lowest};
-  std::optional<Size> fullest = hint.capacity > lowest
-                                    ? std::optional{hint.fullest}
-                                    : best_fit(items, shards.count, lowest);
+  std::optional<Size> fullest =
+      hint.capacity > lowest ? std::optional{hint.fullest} : best_fit(items, shards.count, lowest);
   for (Size step = std::max<Size>(lowest / 256, shards.divisor); !fullest;) {
     bracket.failed = bracket.capacity - bracket.capacity % items.gcd + items.gcd - 1;
     do {  // no need to try where it surely fails
@@ -127,8 +125,9 @@ const Fit& Capacities::smallest_fit(std::size_t from, std::size_t to, Size at_le
   if (found == fits_.end()) {
     const Items items = by_decreasing_span(span_, from, to);
     Stored key{at_least, {asked.spans.begin(), asked.spans.end()}};
-    found = fits_.emplace(std::move(key),
-                          layerwise::smallest_fit(items, shards_, at_least, fill, hint)).first;
+    found =
+        fits_.emplace(std::move(key), layerwise::smallest_fit(items, shards_, at_least, fill, hint))
+            .first;
   }
   return found->second;
 }

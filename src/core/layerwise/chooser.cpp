@@ -48,8 +48,7 @@ Result<void> Chooser::lay_out(const BufferJob& job, std::size_t index, BufferLay
   return {};
 }
 
-std::optional<Packing> Chooser::pack_balanced(const BufferJob& job,
-                                              const std::vector<Cost>& cost,
+std::optional<Packing> Chooser::pack_balanced(const BufferJob& job, const std::vector<Cost>& cost,
                                               const Packing& megatron) const {
   // No larger than Megatron-LM's, no rank heavier than under Megatron-LM's packing of every
   // buffer so far: the tighter search first, then plain best-fit (whose ranks can come out

@@ -10,8 +10,7 @@ std::optional<Cost> newton_schulz_cost(const Param& param) {
   if (param.shape.size() != 2) return Cost{param.numel};
   Cost rows = param.shape[0];
   const Cost cols = param.shape[1];
-  if (param.gtp_remat_size > 1 &&
-      __builtin_mul_overflow(rows, Cost{param.gtp_remat_size}, &rows)) {
+  if (param.gtp_remat_size > 1 && __builtin_mul_overflow(rows, Cost{param.gtp_remat_size}, &rows)) {
     return std::nullopt;
   }
   const Cost big = std::max(rows, cols);
@@ -47,9 +46,10 @@ Result<std::vector<Cost>> newton_schulz_costs(const BufferJob& job) {
   for (std::size_t k = 0; k < costs.size(); ++k) {
     const std::optional<Cost> cost = newton_schulz_cost(job.param(k));
     if (!cost) {
-      return Error{fmt::format("{}: param \"{}\": its Newton-Schulz cost (shape and "
-                               "gtp_remat_size) exceeds 127 bits",
-                               job.manifest.source, job.param(k).name)};
+      return Error{
+          fmt::format("{}: param \"{}\": its Newton-Schulz cost (shape and "
+                      "gtp_remat_size) exceeds 127 bits",
+                      job.manifest.source, job.param(k).name)};
     }
     costs[k] = *cost;
   }

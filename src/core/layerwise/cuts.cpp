@@ -24,13 +24,12 @@ Size lowest_capacity_of(const Run& run, std::size_t from, std::size_t to) {
 std::size_t cut_near(const Run& run, std::size_t q, std::size_t k, std::size_t count) {
   if (k == count) return run.end;
   const Size run_total = run.before[run.end] - run.before[run.from];
-  const Size goal = run.before[run.from] +
-                    static_cast<Size>(Wide{run_total} * Wide{k} / Wide{count});
+  const Size goal =
+      run.before[run.from] + static_cast<Size>(Wide{run_total} * Wide{k} / Wide{count});
   std::size_t to = static_cast<std::size_t>(
       std::upper_bound(run.before.begin() + q + 1, run.before.begin() + run.end + 1, goal) -
       run.before.begin() - 1);
-  if (to < run.end &&
-      (to == q || goal - run.before[to] > run.before[to + 1] - goal)) {
+  if (to < run.end && (to == q || goal - run.before[to] > run.before[to + 1] - goal)) {
     ++to;
   }
   return to;
@@ -71,8 +70,8 @@ CutBounds cut_bounds(const Run& run, const Bucket& left, const Bucket& right) {
 /// that could tells (bin-by-bin filling would tell a little more, at far more cost); the
 /// right side first, as it fails more often.
 std::optional<Size> size_with_cut(const Run& run, const Bucket& left, const Bucket& right,
-                                  std::size_t at, const CutBounds& bounds, Size best,
-                                  Size target, Capacities& capacities) {
+                                  std::size_t at, const CutBounds& bounds, Size best, Size target,
+                                  Capacities& capacities) {
   const Size dp = run.shards.count;
   const Size left_lowest = bounds.left[at - bounds.first];
   const Size right_lowest = bounds.right[at - bounds.first];
@@ -178,8 +177,8 @@ void refine_cuts(const Run& run, Buckets& buckets, Size target, Capacities& capa
     const std::size_t cut = left.to;
     const CutBounds bounds = cut_bounds(run, left, right);
     Size best = left.size + right.size;
-    const Size lowest = run.shards.count *
-                        (bounds.left[cut - bounds.first] + bounds.right[cut - bounds.first]);
+    const Size lowest =
+        run.shards.count * (bounds.left[cut - bounds.first] + bounds.right[cut - bounds.first]);
     if (best == lowest) continue;
     std::size_t best_cut = cut;
     for (std::size_t shift = 1; shift <= kCutShift; ++shift) {
@@ -199,8 +198,8 @@ void refine_cuts(const Run& run, Buckets& buckets, Size target, Capacities& capa
   }
 }
 
-std::optional<Buckets> cut_run(const Run& run, std::optional<std::int64_t> bucket_size,
-                               Size budget, Capacities& capacities) {
+std::optional<Buckets> cut_run(const Run& run, std::optional<std::int64_t> bucket_size, Size budget,
+                               Capacities& capacities) {
   const Size dp = run.shards.count;
   if (!bucket_size) {
     Bucket whole{run.from, run.end, 0, Fit{}, false};

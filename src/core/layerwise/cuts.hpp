@@ -67,7 +67,7 @@ void refine_cuts(const Run& run, Buckets& buckets, Size target, Capacities& capa
 
 /// The run cut into buckets in at most `budget` elements (bucket_size a soft target);
 /// nothing where it does not fit.
-std::optional<Buckets> cut_run(const Run& run, std::optional<std::int64_t> bucket_size,
-                               Size budget, Capacities& capacities);
+std::optional<Buckets> cut_run(const Run& run, std::optional<std::int64_t> bucket_size, Size budget,
+                               Capacities& capacities);
 
 }  // namespace paramlayout::layerwise

@@ -91,8 +91,7 @@ struct Stock {
     --left[first];
     const Size room = capacity - span[first];
     Counts best{};
-    const Size filled =
-        BinSearch(span, left, sizes).search(first, room, room - room % gcd, best);
+    const Size filled = BinSearch(span, left, sizes).search(first, room, room - room % gcd, best);
     ++left[first];
     ++best[first];
     return {best, span[first] + filled};
