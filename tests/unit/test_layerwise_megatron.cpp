@@ -128,12 +128,17 @@ TEST_SUITE("layerwise") {
   }
 
   TEST_CASE("a shard's costs beyond 127 bits are an error naming the buffer") {
-    // Two matrices of cost 2^126 each (2^42 x 2^42 x 2^42) on one shard: dp 1.
+    // Two matrices of cost 2^126 each (2^42 x 2^42 x 2^42) on one shard: dp 1. Only the
+    // costs matter here: their numel is left at 1.
     Manifest m;
     m.source = "m.json";
     const std::int64_t side = std::int64_t{1} << 42;
-    m.params = {matrix("a", side, side), matrix("b", side, side)};
-    m.params[0].numel = m.params[1].numel = 1;  // only the costs matter here
+    for (const std::string_view name : {"a", "b"}) {
+      Param p;
+      p.name = name;
+      p.shape = {side, side};
+      m.params.push_back(p);
+    }
     PlanOptions options;
     options.strategy = Strategy::layerwise;
     BufferGroup group;

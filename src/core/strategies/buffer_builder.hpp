@@ -39,7 +39,7 @@ class BufferBuilder {
   Result<void> finish();
 
  private:
-  const BufferJob& job_;
+  BufferJob job_;  ///< a few references: copied, so a temporary job will do
   BufferLayout& out_;
   Wide max_offset_ = 0;
 };
