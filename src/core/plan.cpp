@@ -1,16 +1,13 @@
 #include "paramlayout/plan.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <map>
 
 #include "paramlayout/version.hpp"
+#include "layerwise/layerwise.hpp"
 #include "strategies/strategies.hpp"
 
 namespace paramlayout {
-
-using strategies::Wide;
 
 BufferKey buffer_key_of(const Param& param, const PlanOptions& options) {
   BufferKey key;
@@ -52,64 +49,18 @@ std::vector<BufferGroup> group_params(const Manifest& manifest, const PlanOption
   return groups;
 }
 
-namespace strategies {
-
-void BufferBuilder::place(const BufferJob& job, std::size_t k, Wide start,
-                          std::int64_t bucket) {
-  const Wide end = start + job.param(k).numel;
-  max_offset_ = std::max(max_offset_, end);
-  out_.params.push_back({job.param(k).name, static_cast<std::int64_t>(start),
-                         static_cast<std::int64_t>(end), bucket, job.group.indices[k]});
-}
-
-void BufferBuilder::add_bucket(Wide start, Wide end, Wide numel_unpadded) {
-  max_offset_ = std::max(max_offset_, end);
-  out_.buckets.push_back({static_cast<std::int64_t>(start), static_cast<std::int64_t>(end),
-                          static_cast<std::int64_t>(numel_unpadded)});
-}
-
-}  // namespace strategies
-
 namespace {
 
-/// Each rank's Newton-Schulz cost under `balanced`, by shard count.
-using RankCostsByShards = std::map<std::int64_t, strategies::RankCosts>;
-
-/// Lays out one buffer (its key, strategy and shard count already set) with `options`.
-Result<void> lay_out_buffer(const Manifest& manifest, const BufferGroup& group,
-                            const PlanOptions& options, BufferLayout& buffer,
-                            RankCostsByShards& rank_costs) {
-  buffer.buckets.clear();
-  buffer.params.clear();
-  buffer.numel = buffer.numel_unpadded = 0;
-  const strategies::BufferJob job{manifest, group, options};
-  strategies::BufferBuilder builder(buffer, group.params.size());
-  switch (buffer.strategy) {
-    case Strategy::unpadded:
-      strategies::lay_out_unpadded(job, builder);
-      break;
-    case Strategy::sequential_dp:
-      strategies::lay_out_sequential_dp(job, builder);
-      break;
-    case Strategy::layerwise:
-      if (Result<void> r = options.packer == Packer::balanced
-                               ? strategies::lay_out_layerwise_balanced(
-                                     job, builder, rank_costs[group.num_shards])
-                               : strategies::lay_out_layerwise(job, builder);
-          !r) {
-        return r.error();
-      }
-      break;
+/// Lays out one buffer of a strategy other than layerwise (its key, strategy and shard
+/// count already set).
+Result<void> lay_out_buffer(const strategies::BufferJob& job, BufferLayout& buffer) {
+  strategies::BufferBuilder builder(job, buffer);
+  if (buffer.strategy == Strategy::unpadded) {
+    strategies::lay_out_unpadded(job, builder);
+  } else {
+    strategies::lay_out_sequential_dp(job, builder);
   }
-  if (!builder.fits()) {
-    return Error{fmt::format(
-        "{}: buffer {} would need {} elements; offsets must fit in 64 bits (at most {})",
-        manifest.source, describe(group.key), static_cast<double>(builder.max_offset()),
-        INT64_MAX)};
-  }
-  buffer.numel = buffer.buckets.empty() ? 0 : buffer.buckets.back().end;
-  for (const BucketRange& b : buffer.buckets) buffer.numel_unpadded += b.numel_unpadded;
-  return {};
+  return builder.finish();
 }
 
 }  // namespace
@@ -123,36 +74,23 @@ Result<Layout> plan(const Manifest& manifest, const PlanOptions& options) {
   layout.options = options;
 
   const std::vector<BufferGroup> groups = group_params(manifest, options);
-  RankCostsByShards rank_costs;
-  for (const BufferGroup& group : groups) {
+  // The layerwise buffers of one shard count share their ranks, whose costs add up.
+  std::map<std::int64_t, layerwise::Chooser> layerwise_by_shards;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const BufferGroup& group = groups[i];
     BufferLayout& buffer = layout.buffers.emplace_back();
     buffer.key = group.key;
     buffer.strategy = strategy_for(group.key, options);
     if (buffer.strategy != Strategy::unpadded) buffer.num_shards = group.num_shards;
-    if (Result<void> r = lay_out_buffer(manifest, group, options, buffer, rank_costs); !r) {
-      return r.error();
-    }
+    const strategies::BufferJob job{manifest, group, options};
+    Result<void> laid_out =
+        buffer.strategy == Strategy::layerwise
+            ? layerwise_by_shards.try_emplace(group.num_shards, options.packer)
+                  .first->second.lay_out(job, i, buffer)
+            : lay_out_buffer(job, buffer);
+    if (!laid_out) return laid_out.error();
   }
-  // `balanced` keeps a buffer's packing only where the ranks come out no heavier than under
-  // Megatron-LM's, counting the buffers of the same ranks before it; a buffer that fell back
-  // can still leave a rank heavier than all of Megatron-LM's would. Then those ranks'
-  // buffers are all packed Megatron-LM's way.
-  PlanOptions megatron = options;
-  megatron.packer = Packer::megatron;
-  const auto heaviest = [](const std::vector<strategies::Wide>& costs) {
-    return *std::max_element(costs.begin(), costs.end());
-  };
-  for (const auto& [shards, costs] : rank_costs) {
-    if (heaviest(costs.kept) <= heaviest(costs.megatron)) continue;
-    for (std::size_t i = 0; i < groups.size(); ++i) {
-      BufferLayout& buffer = layout.buffers[i];
-      if (buffer.strategy != Strategy::layerwise || groups[i].num_shards != shards) continue;
-      if (Result<void> r = lay_out_buffer(manifest, groups[i], megatron, buffer, rank_costs);
-          !r) {
-        return r.error();
-      }
-    }
-  }
+  for (auto& [shards, chooser] : layerwise_by_shards) chooser.settle(layout.buffers);
   return layout;
 }
 

@@ -6,16 +6,23 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "paramlayout/check.hpp"
-#include "strategies/strategies.hpp"
+#include "paramlayout/costs.hpp"
 
 namespace paramlayout {
 namespace {
 
-/// The packers' Newton-Schulz cost as a double, which is plenty for ratios.
-double newton_schulz_cost(const Param& p) {
-  const std::optional<strategies::Wide> cost = strategies::newton_schulz_cost(p);
-  return cost ? static_cast<double>(*cost) : 0.0;
+/// The Newton-Schulz cost of each of `buffer`'s params, by slot: 0 where it needs more
+/// than 127 bits, the param's numel where the manifest does not name it.
+std::vector<Cost> slot_costs(const BufferLayout& buffer,
+                             const std::unordered_map<std::string_view, const Param*>& by_name) {
+  std::vector<Cost> costs;
+  costs.reserve(buffer.params.size());
+  for (const ParamSlot& p : buffer.params) {
+    const auto it = by_name.find(p.name);
+    costs.push_back(it == by_name.end() ? Cost{p.numel()}
+                                        : newton_schulz_cost(*it->second).value_or(0));
+  }
+  return costs;
 }
 
 double percent(std::int64_t part, std::int64_t whole) {
@@ -43,18 +50,12 @@ LayoutStats layout_stats(const Layout& layout, const Manifest& manifest) {
     if (b.strategy == Strategy::layerwise) {
       stats.has_layerwise = true;
       std::int64_t largest = 0;
-      s.rank_cost.assign(static_cast<std::size_t>(shards), 0.0);
-      for (const ParamSlot& p : b.params) {
-        largest = std::max(largest, p.numel());
-        const std::int64_t rank =
-            owner_ranks(b.buckets[static_cast<std::size_t>(p.bucket)], shards, p.start, p.end)
-                .first;
-        auto it = by_name.find(p.name);
-        const double cost = it != by_name.end() ? newton_schulz_cost(*it->second)
-                                                : static_cast<double>(p.numel());
-        s.rank_cost[static_cast<std::size_t>(rank)] += cost;
-        s.largest_cost = std::max(s.largest_cost, cost);
+      for (const ParamSlot& p : b.params) largest = std::max(largest, p.numel());
+      const std::vector<Cost> costs = slot_costs(b, by_name);
+      for (const Cost cost : costs) {
+        s.largest_cost = std::max(s.largest_cost, static_cast<double>(cost));
       }
+      for (const Cost cost : rank_costs(b, costs)) s.rank_cost.push_back(static_cast<double>(cost));
       s.floor = std::max(s.param_elements, shards * largest);
       std::vector<double>& total = cost_by_shards[shards];
       total.resize(static_cast<std::size_t>(shards), 0.0);

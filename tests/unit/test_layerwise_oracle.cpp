@@ -1,6 +1,6 @@
-// The layerwise packer against a plain transliteration of strategies.md section 4, which
-// scans every shard for every param (the reference's O(params x dp) shape), on random
-// manifests at dp sizes the Megatron reference cases do not reach.
+// Megatron-LM's layerwise packer against a plain transliteration of its rules
+// (docs/strategies.md), which scans every shard for every param (the reference's
+// O(params x dp) shape), on random manifests at dp sizes the reference cases do not reach.
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -7,12 +7,14 @@
 #include <vector>
 
 #include "paramlayout/check.hpp"
+#include "paramlayout/costs.hpp"
 #include "paramlayout/layout_json.hpp"
 #include "paramlayout/plan.hpp"
 #include "paramlayout/stats.hpp"
 #include "paramlayout/synth.hpp"
 #include "reference_cases.hpp"
-#include "strategies/strategies.hpp"
+#include "layerwise/costs.hpp"
+#include "layerwise/megatron.hpp"
 #include "test_support.hpp"
 
 using namespace paramlayout;
@@ -77,10 +79,9 @@ TEST_SUITE("packer") {
     CHECK(layerwise == 70);
   }
 
-  TEST_CASE("Megatron-LM's packing reports each rank's cost and the size as the layout holds them") {
-    // balanced compares itself with these figures before anything is laid out; the
-    // reference layouts come from Megatron-LM's own code, their ranks' costs from
-    // layout_stats.
+  TEST_CASE("Megatron-LM's packing holds each rank's cost and the size as the layout does") {
+    // The chooser weighs this packing before anything is laid out; the reference layouts
+    // come from Megatron-LM's own code, their ranks' costs from layout_stats.
     int measured = 0;
     for (const auto& c : reference_cases()) {
       if (c.layout.options.strategy != Strategy::layerwise) continue;
@@ -91,16 +92,18 @@ TEST_SUITE("packer") {
       for (std::size_t i = 0; i < groups.size(); ++i) {
         if (c.layout.buffers[i].strategy != Strategy::layerwise) continue;
         ++measured;
-        const strategies::BufferJob job{c.manifest, groups[i], c.layout.options};
-        std::vector<strategies::Wide> costs = expect_ok(strategies::newton_schulz_costs(job));
-        const strategies::MegatronPacking packing =
-            expect_ok(strategies::MegatronPacking::pack(job, std::move(costs)));
-        CHECK(packing.size() == c.layout.buffers[i].numel);
-        const std::vector<strategies::Wide> rank_costs = packing.rank_costs();
-        const std::vector<double>& cost = stats.buffers[i].rank_cost;
-        REQUIRE(rank_costs.size() == cost.size());
-        for (std::size_t r = 0; r < cost.size(); ++r) {
-          CHECK(static_cast<double>(rank_costs[r]) == doctest::Approx(cost[r]).epsilon(1e-12));
+        const layerwise::BufferJob job{c.manifest, groups[i], c.layout.options};
+        const std::vector<Cost> costs = expect_ok(layerwise::newton_schulz_costs(job));
+        const layerwise::Packing packing = expect_ok(layerwise::pack_megatron(job, costs));
+        CHECK(packing.size(groups[i].num_shards) == c.layout.buffers[i].numel);
+        std::vector<double> rank_cost(static_cast<std::size_t>(groups[i].num_shards), 0.0);
+        for (const layerwise::Packing::Slot& slot : packing.slots) {
+          rank_cost[static_cast<std::size_t>(slot.shard)] += static_cast<double>(costs[slot.param]);
+        }
+        const std::vector<double>& expected = stats.buffers[i].rank_cost;
+        REQUIRE(rank_cost.size() == expected.size());
+        for (std::size_t r = 0; r < expected.size(); ++r) {
+          CHECK(rank_cost[r] == doctest::Approx(expected[r]).epsilon(1e-12));
         }
       }
     }

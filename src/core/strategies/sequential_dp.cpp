@@ -1,4 +1,4 @@
-// strategies.md section 3: Megatron's DistributedOptimizer layout.
+// The distributed optimizer's layout (Megatron-LM's DistributedOptimizer).
 #include "strategies.hpp"
 
 namespace paramlayout::strategies {
@@ -26,7 +26,7 @@ void lay_out_sequential_dp(const BufferJob& job, BufferBuilder& out) {
       start = bucket_start;
     }
     end = start + param.numel;
-    out.place(job, k, start, bucket);
+    out.place(k, start, bucket);
     open = true;
     if ((bucket_size && end - bucket_start >= *bucket_size) || param.shared_embedding) {
       close_bucket(end);

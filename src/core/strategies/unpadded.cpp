@@ -1,4 +1,4 @@
-// strategies.md section 2: plain DDP, no padding.
+// Plain DDP's layout: no padding.
 #include "strategies.hpp"
 
 namespace paramlayout::strategies {
@@ -10,7 +10,7 @@ void lay_out_unpadded(const BufferJob& job, BufferBuilder& out) {
   std::int64_t bucket = 0;
   bool open = false;
   for (std::size_t k = job.group.params.size(); k-- > 0;) {
-    out.place(job, k, cursor, bucket);
+    out.place(k, cursor, bucket);
     cursor += job.param(k).numel;
     open = true;
     if (bucket_size && cursor - bucket_start >= *bucket_size) {
