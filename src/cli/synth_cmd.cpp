@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "flags.hpp"
+#include "inputs.hpp"
 #include "io.hpp"
 #include "paramlayout/synth.hpp"
 #include "paramlayout/text.hpp"
@@ -52,11 +53,12 @@ CLI::App* setup_synth(CLI::App& app, SynthCommand& command) {
                                                   "instead of stdout")
       ->type_name("FILE");
   sub->add_flag("-q,--quiet", command.quiet, "No summary");
+  add_max_input_size(*sub, command.max_input);
   return sub;
 }
 
 int run_synth(const SynthCommand& command) {
-  Result<std::string> text = read_file(command.config);
+  Result<std::string> text = read_file(command.config, command.max_input);
   if (!text) {
     print_error(text.error());
     return kExitBadInput;
@@ -76,7 +78,7 @@ int run_synth(const SynthCommand& command) {
   }
   model->model = command.model.empty() ? default_model_name(command) : command.model;
   const bool to_stdout = command.output.empty() || command.output == "-";
-  if (Result<void> written = write_file_atomically(to_stdout ? "-" : command.output,
+  if (Result<void> written = write_output(to_stdout ? "-" : command.output,
                                                    synth_manifest_json(*model, options.dtype));
       !written) {
     print_error(written.error());

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 #include "json_writer.hpp"
+#include "paramlayout/check.hpp"
 #include "paramlayout/text.hpp"
 
 namespace paramlayout {
@@ -66,8 +68,9 @@ std::int64_t elements_changing_owner(const Located& a, const Located& b) {
 }
 
 BufferFigures figures(const BufferLayout& b) {
+  // Valid buffers' params are disjoint and inside them, so their numels add up.
   return {static_cast<std::int64_t>(b.params.size()), static_cast<std::int64_t>(b.buckets.size()),
-          b.numel, b.numel - b.param_numel(), b.num_shards};
+          b.numel, b.numel - b.param_numel().value_or(0), b.num_shards};
 }
 
 bool same_contract(const BufferLayout& a, const BufferLayout& b) {
@@ -75,11 +78,24 @@ bool same_contract(const BufferLayout& a, const BufferLayout& b) {
          a.numel_unpadded == b.numel_unpadded && a.buckets == b.buckets && a.params == b.params;
 }
 
-RankBytes rank_bytes(const Layout& l) {
+Error too_large(const Layout& l, std::string_view what) {
+  return Error{fmt::format("{}: {} more than {}, the most a 64-bit figure holds: too large",
+                           l.source.empty() ? "layout" : l.source, what,
+                           group_digits(std::numeric_limits<std::int64_t>::max()))};
+}
+
+Result<RankBytes> rank_bytes(const Layout& l) {
   RankBytes r;
   for (const BufferLayout& b : l.buffers) {
-    r.params += static_cast<double>(b.numel) * dtype_bytes(b.key.param_dtype);
-    r.grads += static_cast<double>(b.numel) * dtype_bytes(b.key.grad_dtype);
+    const auto add = [&](std::int64_t& total, DType dtype) {
+      const std::optional<std::int64_t> bytes = checked_mul(b.numel, dtype_bytes(dtype));
+      const std::optional<std::int64_t> sum = bytes ? checked_add(total, *bytes) : std::nullopt;
+      if (sum) total = *sum;
+      return sum.has_value();
+    };
+    if (!add(r.params, b.key.param_dtype) || !add(r.grads, b.key.grad_dtype)) {
+      return too_large(l, "the bytes per rank of its buffers add up to");
+    }
   }
   return r;
 }
@@ -160,7 +176,9 @@ std::string LayoutDiff::verdict() const {
   return out;
 }
 
-LayoutDiff diff_layouts(const Layout& before, const Layout& after) {
+Result<LayoutDiff> diff_layouts(const Layout& before, const Layout& after) {
+  if (Result<void> valid = validate_structure(before); !valid) return valid.error();
+  if (Result<void> valid = validate_structure(after); !valid) return valid.error();
   LayoutDiff d;
   std::unordered_map<std::string_view, Located> old_slots;
   for (const BufferLayout& b : before.buffers) {
@@ -181,7 +199,12 @@ LayoutDiff diff_layouts(const Layout& before, const Layout& after) {
       c.resized = was.slot->numel() != p.numel();
       c.moved = !c.resized && (was.buffer->key != b.key || was.slot->start != p.start);
       c.owner_changed = c.before->owners != c.after->owners;
-      if (!c.resized) d.owner_changed_elements += elements_changing_owner(was, now);
+      if (!c.resized) {
+        const std::optional<std::int64_t> sum =
+            checked_add(d.owner_changed_elements, elements_changing_owner(was, now));
+        if (!sum) return too_large(after, "the elements that change owner add up to");
+        d.owner_changed_elements = *sum;
+      }
       if (c.resized || c.moved || c.owner_changed) d.changes.push_back(c);
     }
   }
@@ -208,8 +231,12 @@ LayoutDiff diff_layouts(const Layout& before, const Layout& after) {
       d.buffers.push_back({b.key, figures(b), std::nullopt, true});
     }
   }
-  d.bytes_before = rank_bytes(before);
-  d.bytes_after = rank_bytes(after);
+  Result<RankBytes> bytes_before = rank_bytes(before);
+  if (!bytes_before) return bytes_before.error();
+  Result<RankBytes> bytes_after = rank_bytes(after);
+  if (!bytes_after) return bytes_after.error();
+  d.bytes_before = *bytes_before;
+  d.bytes_after = *bytes_after;
   return d;
 }
 
@@ -235,10 +262,10 @@ std::string diff_to_json(const LayoutDiff& d) {
   names("owner_changed", [](const ParamChange& c) { return c.owner_changed; });
   w.raw(",\n  \"owner_changed_elements\": ").integer(d.owner_changed_elements);
   w.raw(",\n  \"bytes_per_rank\": {\"before\": {\"params\": ")
-      .integer(static_cast<std::int64_t>(d.bytes_before.params))
-      .raw(", \"grads\": ").integer(static_cast<std::int64_t>(d.bytes_before.grads))
-      .raw("}, \"after\": {\"params\": ").integer(static_cast<std::int64_t>(d.bytes_after.params))
-      .raw(", \"grads\": ").integer(static_cast<std::int64_t>(d.bytes_after.grads)).raw("}}");
+      .integer(d.bytes_before.params)
+      .raw(", \"grads\": ").integer(d.bytes_before.grads)
+      .raw("}, \"after\": {\"params\": ").integer(d.bytes_after.params)
+      .raw(", \"grads\": ").integer(d.bytes_after.grads).raw("}}");
   w.raw(",\n  \"buffers\": [");
   const char* sep = "\n    ";
   for (const BufferChange& b : d.buffers) {
