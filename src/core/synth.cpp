@@ -7,10 +7,12 @@
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <optional>
 
 #include "json_reader.hpp"
 #include "json_writer.hpp"
+#include "paramlayout/text.hpp"
 
 namespace paramlayout {
 namespace {
@@ -55,8 +57,12 @@ struct Shape {
   }
 };
 
-/// Largest size or count a config may give; products of a few stay far inside 64 bits.
-constexpr std::int64_t kMaxDimension = (std::int64_t{1} << 31) - 1;
+/// Largest size or count a config may give (far above any model's): products of three
+/// stay inside 64 bits.
+constexpr std::int64_t kMaxDimension = (std::int64_t{1} << 24) - 1;
+
+/// Most params one chunk may have (DeepSeek-V3, unsplit, has 30,428).
+constexpr std::int64_t kMaxParams = 2'000'000;
 
 /// Typed access to the config's top-level fields, with located errors.
 class Config {
@@ -358,7 +364,7 @@ Result<SynthModel> synth_model(std::string_view config_text, std::string_view so
   }
   if (known == nullptr) {
     reader.fail(arch_path.item(0), fmt::format("unknown architecture \"{}\"; synth knows {}",
-                                               architecture, synth_architectures()));
+                                               excerpt(architecture), synth_architectures()));
     return reader.error();
   }
 
@@ -369,6 +375,15 @@ Result<SynthModel> synth_model(std::string_view config_text, std::string_view so
     return Error{fmt::format("{}: {}", source, *problem)};
   }
 
+  // Each layer has at most 20 params besides its experts' two each.
+  const std::int64_t experts = shape.experts / options.ep;
+  if ((shape.layers / options.pp) * (20 + 2 * experts) > kMaxParams) {
+    return Error{fmt::format("{}: {} layers of {} experts would make more than {} params in "
+                             "one chunk: too many",
+                             source, shape.layers / options.pp, experts,
+                             group_digits(kMaxParams))};
+  }
+
   SynthModel model;
   model.architecture = architecture;
   Emitter emitter(shape, options, model.params);
@@ -376,6 +391,14 @@ Result<SynthModel> synth_model(std::string_view config_text, std::string_view so
   const std::int64_t pad_rows = (emitter.padded_vocab() - shape.vocab) / options.tp;
   for (const SynthParam& p : model.params) {
     if (p.embedding_or_output) model.vocab_padding += pad_rows * shape.hidden;
+  }
+  std::int64_t numel = 0;
+  for (const SynthParam& p : model.params) {
+    if (__builtin_add_overflow(numel, p.numel(), &numel)) {
+      return Error{fmt::format("{}: the chunk's params add up to more than {} elements: too "
+                               "large",
+                               source, group_digits(std::numeric_limits<std::int64_t>::max()))};
+    }
   }
   if (known->family == Family::deepseek_v3 && config.integer("num_nextn_predict_layers", 0) > 0) {
     model.notes.push_back("multi-token prediction layers are not included");
