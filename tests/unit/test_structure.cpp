@@ -90,7 +90,8 @@ TEST_SUITE("check") {
     CHECK(check_structure(l).empty());
   }
 
-  TEST_CASE("a picture of 2^20 shards holds a few boxes per param") {
+  TEST_CASE("a picture of 2^20 shards holds a few boxes per param, a diff counts in closed form") {
+    constexpr std::int64_t kBucket = std::int64_t{1} << 27;
     // 64 buckets of 2^27 elements over 2^20 ranks, each holding one param across all ranks:
     // the picture must not grow with buckets x shards (2^26 cells).
     Layout l;
@@ -99,7 +100,6 @@ TEST_SUITE("check") {
     l.options.bucket_size = std::int64_t{1} << 27;
     BufferLayout& b = l.buffers.emplace_back();
     b.num_shards = l.options.dp;
-    constexpr std::int64_t kBucket = std::int64_t{1} << 27;
     for (std::int64_t j = 0; j < 64; ++j) {
       b.buckets.push_back({j * kBucket, (j + 1) * kBucket, kBucket});
       b.params.push_back({l.names->add("layers." + std::to_string(j) + ".w"), j * kBucket,
@@ -109,6 +109,14 @@ TEST_SUITE("check") {
     REQUIRE(check_structure(l).empty());
     const std::string svg = expect_ok(render_svg(l));
     CHECK(svg.size() < 64 * 1024);
+
+    // Over half the ranks, shards of 256 elements instead of 128: element e keeps its owner
+    // only where e / 128 == e / 256, the first 128 elements of each param.
+    Layout half = l;
+    half.options.dp = half.options.expert_dp = std::int64_t{1} << 19;
+    half.buffers[0].num_shards = half.options.dp;
+    const LayoutDiff d = expect_ok(diff_layouts(l, half));
+    CHECK(d.owner_changed_elements == 64 * (kBucket - 128));
   }
 
   TEST_CASE("figures past 64 bits are refused as too large, not wrapped") {
