@@ -154,8 +154,9 @@ class Fuzzer:
         self.failures = []
         self.work = Path(tempfile.mkdtemp(prefix="paramlayout-fuzz-"))
         refs = sorted((root / "testdata/reference/manifests").glob("random-10*.json"))
-        self.manifests = refs[:12] + [root / "testdata/manifests/llama3-8b.json",
-                                      root / "testdata/reference/manifests/mixtral-8x7b-tp2-ep8.json"]
+        self.manifests = refs[:12] + [
+            root / "testdata/manifests/llama3-8b.json",
+            root / "testdata/reference/manifests/mixtral-8x7b-tp2-ep8.json"]
         self.configs = sorted((root / "testdata/configs").glob("*.json"))
         self.configs = [c for c in self.configs if c.name != "published.json"]
         self.layouts = self.plan_seed_layouts()

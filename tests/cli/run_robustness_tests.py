@@ -165,10 +165,9 @@ class BoundedInput(Case):
 
 
 class SafeOutput(Case):
-    MANIFEST = ROOT / "testdata/reference/manifests/random-1001.json"
-
     def plan_to(self, target, *extra):
-        return run("plan", self.MANIFEST, "--dp", "2", "-q", "-o", target, *extra)
+        manifest = ROOT / "testdata/reference/manifests/random-1001.json"
+        return run("plan", manifest, "--dp", "2", "-q", "-o", target, *extra)
 
     def test_a_link_is_followed_and_its_target_replaced(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -278,7 +277,8 @@ class Messages(Case):
         cases = [
             '{"schema": "%s", "params": []}' % long,
             '{"schema": "paramlayout.manifest/v1", "params": [{"name": "%s", "shape": [1], '
-            '"dtype": "float32"}, {"name": "%s", "shape": [1], "dtype": "float32"}]}' % (long, long),
+            '"dtype": "float32"}, {"name": "%s", "shape": [1], "dtype": "float32"}]}'
+            % (long, long),
             '{"schema": "paramlayout.manifest/v1", "params": [{"name": "a", "shape": [%s], '
             '"dtype": "float32"}]}' % ("9" * 100_000),
             '{"schema": "paramlayout.manifest/v1", "params": [{"name": "%s' % long,
