@@ -136,7 +136,32 @@ class Mutator:
             return data if brace < 0 else data[:brace + 1] + b'"schema": 1, ' + data[brace + 1:]
         return data + data[:at]
 
-    def mutate(self, tree):
+    def scale_layout(self, tree):
+        """Multiplies every offset and size of a layout by a power of two, and maybe sets
+        every shard count to another: a layout that still keeps its promises (but no longer
+        matches its manifest), with figures far past its seed's."""
+        r = self.rng
+        factor = 2 ** r.choice([1, 7, 20, 30, 40, 43])
+        shards = 2 ** r.randrange(21) if factor >= 2 ** 20 and r.random() < 0.5 else None
+        if shards is not None:
+            tree["options"]["dp"] = tree["options"]["expert_dp"] = shards
+        for b in tree.get("buffers", []):
+            b["numel"] *= factor
+            b["numel_unpadded"] *= factor
+            if shards is not None and b["num_shards"] is not None:
+                b["num_shards"] = shards
+            for item in b["buckets"]:
+                for key in ("start", "end", "numel_unpadded"):
+                    item[key] *= factor
+            for item in b["params"]:
+                item["start"] *= factor
+                item["end"] *= factor
+
+    def mutate(self, tree, layout=False):
+        if layout and self.rng.random() < 0.3:
+            self.scale_layout(tree)
+            if self.rng.random() < 0.5:
+                return self.to_text(tree)
         for _ in range(self.rng.choice([1, 1, 2, 3])):
             self.mutate_tree(tree)
         data = self.to_text(tree)
@@ -252,7 +277,8 @@ class Fuzzer:
 
     def case_layout(self, case, rng, mutator, tmp):
         seed_layout, manifest = rng.choice(self.layouts)
-        layout = self.write(tmp, "l.json", mutator.mutate(json.loads(seed_layout.read_text())))
+        layout = self.write(tmp, "l.json",
+                            mutator.mutate(json.loads(seed_layout.read_text()), layout=True))
         self.readers(case, rng, tmp, layout, manifest, seed_layout)
 
     def case_layout_manifest(self, case, rng, mutator, tmp):
