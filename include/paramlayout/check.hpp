@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "paramlayout/error.hpp"
 #include "paramlayout/layout.hpp"
 #include "paramlayout/manifest.hpp"
 
@@ -24,19 +25,19 @@ struct Violation {
 /// Structure is checked whatever the manifest; params are matched by name.
 std::vector<Violation> check_layout(const Layout& layout, const Manifest& manifest);
 
+/// The promises a layout keeps on its own, without its manifest: options and buffers agree,
+/// buckets are contiguous from 0 and sized as their strategy requires, params are sorted,
+/// disjoint, aligned and inside a bucket of their buffer (layerwise ones inside one shard),
+/// numel and numel_unpadded add up, and names and buffer keys are unique. Everything that
+/// reads a layout's geometry (stats, render, diff) may rely on these.
+std::vector<Violation> check_structure(const Layout& layout);
+
+/// Ok when check_structure finds nothing; else an error naming `layout.source` and the
+/// first broken promise.
+Result<void> validate_structure(const Layout& layout);
+
 /// Plans `manifest` again with the layout's recorded options and reports each difference
 /// in the contract fields: a layout that holds but is stale or hand-edited.
 std::vector<Violation> compare_with_replan(const Layout& layout, const Manifest& manifest);
-
-/// The data-parallel ranks that own elements [start, end) of `bucket` in a buffer sharded
-/// over `num_shards` ranks: first and last (inclusive). Requires start < end, both inside
-/// the bucket and its size divisible by `num_shards`.
-struct RankRange {
-  std::int64_t first = 0;
-  std::int64_t last = 0;
-  bool operator==(const RankRange&) const = default;
-};
-RankRange owner_ranks(const BucketRange& bucket, std::int64_t num_shards, std::int64_t start,
-                      std::int64_t end);
 
 }  // namespace paramlayout

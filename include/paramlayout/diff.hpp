@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "paramlayout/check.hpp"
+#include "paramlayout/error.hpp"
 #include "paramlayout/layout.hpp"
 
 namespace paramlayout {
@@ -50,8 +50,8 @@ struct BufferChange {
 
 /// Bytes each rank holds for the param and grad buffers (DDP keeps them whole on every rank).
 struct RankBytes {
-  double params = 0;
-  double grads = 0;
+  std::int64_t params = 0;
+  std::int64_t grads = 0;
 };
 
 struct LayoutDiff {
@@ -71,7 +71,9 @@ struct LayoutDiff {
   std::string verdict() const;
 };
 
-LayoutDiff diff_layouts(const Layout& before, const Layout& after);
+/// The differences; fails when either layout breaks a promise of check_structure or a figure
+/// does not fit in 64 bits.
+Result<LayoutDiff> diff_layouts(const Layout& before, const Layout& after);
 
 /// The diff as one JSON object: lists `added`, `removed`, `resized`, `moved`,
 /// `owner_changed` (param names), `identical`, and the figures behind them.

@@ -2,6 +2,7 @@
 // the front end only prints it.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,6 +18,13 @@ struct Error {
 
 /// An error located in `source` (a file name) at a JSON pointer (may be empty).
 Error error_at(std::string_view source, std::string_view pointer, std::string_view what);
+
+/// Most characters of input a message quotes; longer text is cut in the middle.
+inline constexpr std::size_t kMaxExcerpt = 100;
+
+/// Input text as a message may quote it: at most about kMaxExcerpt characters (the start
+/// and the end, "..." between), control characters and invalid UTF-8 escaped as \xNN.
+std::string excerpt(std::string_view text, std::size_t max = kMaxExcerpt);
 
 /// Either a value or the Error that prevented it.
 template <class T>

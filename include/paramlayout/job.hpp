@@ -73,12 +73,13 @@ Result<JobPlan> plan_job(const JobSpec& job);
 
 /// Bytes per rank of one pipeline stage: its chunks' params, grads and optimizer state.
 struct StageMemory {
-  double params = 0;
-  double grads = 0;
-  double optimizer = 0;
-  double total() const { return params + grads + optimizer; }
+  std::int64_t params = 0;
+  std::int64_t grads = 0;
+  std::int64_t optimizer = 0;
+  std::int64_t total() const { return params + grads + optimizer; }
 };
-StageMemory stage_memory(const JobPlan& plan, std::int64_t stage);
+/// nullopt when the stage's total does not fit in 64 bits (plan_job refuses such a job).
+std::optional<StageMemory> stage_memory(const JobPlan& plan, std::int64_t stage);
 
 /// `job.json` (paramlayout.job/v1): the job's sizes and, per chunk, what it builds, its files
 /// (`manifest_file` and `layout_file` give each chunk's file names) and its figures.

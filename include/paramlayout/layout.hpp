@@ -91,12 +91,14 @@ struct BufferLayout {
   std::vector<BucketRange> buckets;
   std::vector<ParamSlot> params;
 
-  /// Sum of the params' numels.
-  std::int64_t param_numel() const;
+  /// Sum of the params' numels; nullopt when it does not fit in 64 bits (never for a buffer
+  /// that passes check_structure: its params are disjoint and inside it).
+  std::optional<std::int64_t> param_numel() const;
 };
 
 /// A whole model chunk's layout. Copies share the names.
 struct Layout {
+  std::string source;  ///< the file it was read from, for messages ("" when planned)
   std::shared_ptr<NameStore> names = std::make_shared<NameStore>();  ///< keeps ParamSlot::name
   std::string generator;
   std::optional<std::string> model;
@@ -104,6 +106,20 @@ struct Layout {
   PlanOptions options;
   std::vector<BufferLayout> buffers;
 };
+
+/// a + b, or nullopt when the sum does not fit in 64 bits.
+constexpr std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b) {
+  std::int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) return std::nullopt;
+  return sum;
+}
+
+/// a * b, or nullopt when the product does not fit in 64 bits.
+constexpr std::optional<std::int64_t> checked_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) return std::nullopt;
+  return product;
+}
 
 /// pad(v, d): the smallest multiple of `d` that is >= `v` (v >= 0, d >= 1; the caller
 /// picks an integer type wide enough for the result).
@@ -128,5 +144,16 @@ std::int64_t bucket_divisor(std::int64_t dp, bool pad_for_high_nccl_busbw);
 
 /// lcm(64, bucket_divisor(dp) / dp): every layerwise shard's size is a multiple of it.
 std::int64_t shard_divisor(std::int64_t dp, bool pad_for_high_nccl_busbw);
+
+/// The data-parallel ranks that own elements [start, end) of `bucket` in a buffer sharded
+/// over `num_shards` ranks: first and last (inclusive). Requires start < end, both inside
+/// the bucket and its size a non-zero multiple of `num_shards`.
+struct RankRange {
+  std::int64_t first = 0;
+  std::int64_t last = 0;
+  bool operator==(const RankRange&) const = default;
+};
+RankRange owner_ranks(const BucketRange& bucket, std::int64_t num_shards, std::int64_t start,
+                      std::int64_t end);
 
 }  // namespace paramlayout

@@ -26,6 +26,10 @@ struct TensorSplit {
   bool experts_apart() const { return ep > 1 || etp != tp; }
 };
 
+/// Most params one rank's chunks may hold, far above any model's (DeepSeek-V3 unsplit has
+/// about 30,000).
+inline constexpr std::int64_t kMaxChunkParams = 2'000'000;
+
 /// One param of a chunk.
 struct ChunkParam {
   std::string name;
@@ -34,6 +38,7 @@ struct ChunkParam {
   bool embedding_or_output = false;
   bool shared_embedding = false;
   bool use_muon = true;  ///< false: never managed by Muon (Mamba's in_proj)
+  /// The product of the shape; INT64_MAX when it does not fit in 64 bits.
   std::int64_t numel() const;
 };
 
@@ -41,6 +46,7 @@ struct ChunkParam {
 struct ModelChunk {
   std::vector<ChunkParam> params;
   std::int64_t vocab_padding = 0;  ///< elements added by padding the vocab, on this chunk
+  /// The params' elements; INT64_MAX when the sum does not fit in 64 bits.
   std::int64_t numel() const;
 };
 
@@ -51,6 +57,9 @@ std::int64_t padded_vocab_size(const ModelSpec& model, std::int64_t tp);
 /// The first split Megatron-LM would refuse for `model` ("tp 3 does not divide the 32
 /// attention heads"), naming the sizes.
 std::optional<std::string> split_problem(const ModelSpec& model, const TensorSplit& split);
+
+/// Why a rank's chunks of `model` would hold more than kMaxChunkParams params, if they would.
+std::optional<std::string> size_problem(const ModelSpec& model, const TensorSplit& split);
 
 /// The params of one chunk. Tied embedding and output weights on different stages are
 /// separate copies marked `shared_embedding`, as are the embedding copies that

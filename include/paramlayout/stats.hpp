@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "paramlayout/error.hpp"
 #include "paramlayout/layout.hpp"
 #include "paramlayout/manifest.hpp"
 
@@ -21,7 +22,7 @@ struct BufferStats {
   /// Per-rank Newton-Schulz cost (layerwise buffers; empty otherwise).
   std::vector<double> rank_cost;
   double largest_cost = 0;
-  double optimizer_bytes_per_rank = 0;
+  std::int64_t optimizer_bytes_per_rank = 0;
 };
 
 struct LayoutStats {
@@ -37,15 +38,20 @@ struct LayoutStats {
   /// Bytes per rank. Megatron-LM's DDP keeps whole param and grad buffers on every rank;
   /// the optimizer state is sharded: fp32 main params plus two Adam moments (12 bytes per
   /// element) for non-Muon params, fp32 main params plus one momentum (8 bytes) for Muon.
-  double param_bytes = 0;
-  double grad_bytes = 0;
-  double optimizer_bytes = 0;
+  std::int64_t param_bytes = 0;
+  std::int64_t grad_bytes = 0;
+  std::int64_t optimizer_bytes = 0;
 
   double padding_percent() const;
   double floor_percent() const;
 };
 
-/// The figures of `layout`, planned from `manifest` (for the params' shapes).
-LayoutStats layout_stats(const Layout& layout, const Manifest& manifest);
+/// The figures of `layout`, planned from `manifest` (for the params' shapes). Fails when the
+/// layout breaks a promise of check_structure, or a figure does not fit in 64 bits.
+Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest);
+
+/// The figures as one JSON object (no newline), as `stats --json` prints them and a
+/// layout's `stats` member holds them.
+std::string stats_to_json(const LayoutStats& stats);
 
 }  // namespace paramlayout

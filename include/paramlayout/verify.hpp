@@ -50,6 +50,14 @@ enum class BackendChoice : std::uint8_t {
   nccl,       ///< CUDA buffers and NCCL collectives
 };
 
+/// How far the data pass is.
+struct VerifyProgress {
+  std::size_t buckets_done = 0;
+  std::size_t buckets = 0;
+  std::int64_t elements_done = 0;
+  std::int64_t elements = 0;  ///< every bucket's size added up
+};
+
 struct VerifyOptions {
   BackendChoice backend = BackendChoice::automatic;
   int gpus = 0;                 ///< GPUs (nccl) or simulated devices (cpu) to use; 0: default
@@ -57,8 +65,11 @@ struct VerifyOptions {
   /// Largest number of elements each device block moves per collective; 0: the backend's
   /// memory budget decides. A bucket larger than that is verified in chunks.
   std::int64_t max_block_elements = 0;
-  /// Called after each bucket with (buckets done, buckets in all).
-  std::function<void(std::size_t, std::size_t)> progress;
+  /// The most elements the data pass may move (the buffers' numel added up); a larger
+  /// layout is refused before the data pass. 0: no limit.
+  std::int64_t max_elements = 0;
+  /// Called once before the data pass and after each chunk of a bucket.
+  std::function<void(const VerifyProgress&)> progress;
   /// The processes the data pass spans; null: this process alone. Several need nccl.
   ProcessGroup* processes = nullptr;
 };

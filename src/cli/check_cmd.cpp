@@ -32,11 +32,13 @@ CLI::App* setup_check(CLI::App& app, CheckCommand& command) {
                 "difference (a stale or hand-edited layout)");
   sub->add_option("--limit", command.limit, "Print at most N broken promises (0: all)")
       ->type_name("N");
+  add_max_input_size(*sub, command.max_input);
   return sub;
 }
 
 int run_check(const CheckCommand& command) {
-  Result<LayoutWithManifest> inputs = load_layout_with_manifest(command.layout, command.manifest);
+  Result<LayoutWithManifest> inputs =
+      load_layout_with_manifest(command.layout, command.manifest, command.max_input);
   if (!inputs) {
     print_error(inputs.error());
     return kExitBadInput;

@@ -4,8 +4,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "io.hpp"
 
 namespace paramlayout::cli {
 
@@ -28,6 +31,7 @@ struct PlanCommand {
   std::string output;  ///< "" for stdout
   bool quiet = false;
   bool timings = false;
+  std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 CLI::App* setup_plan(CLI::App& app, PlanCommand& command);
 int run_plan(const PlanCommand& command);
@@ -37,9 +41,13 @@ struct CheckCommand {
   std::string manifest;
   bool replan = false;
   std::size_t limit = 0;  ///< 0: print every broken promise
+  std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 CLI::App* setup_check(CLI::App& app, CheckCommand& command);
 int run_check(const CheckCommand& command);
+
+/// The most elements verify moves by default: far above one model chunk's buffers.
+inline constexpr std::int64_t kDefaultMaxVerifyElements = std::int64_t{1} << 40;
 
 struct VerifyCommand {
   std::string layout;
@@ -49,7 +57,9 @@ struct VerifyCommand {
   std::string report;
   double timeout = 300;
   std::int64_t chunk_elements = 0;
+  std::int64_t max_elements = kDefaultMaxVerifyElements;
   bool quiet = false;
+  std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 CLI::App* setup_verify(CLI::App& app, VerifyCommand& command);
 int run_verify(const VerifyCommand& command);
@@ -59,6 +69,7 @@ struct DiffCommand {
   std::string new_layout;
   bool json = false;
   std::size_t limit = 20;
+  std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 CLI::App* setup_diff(CLI::App& app, DiffCommand& command);
 int run_diff(const DiffCommand& command);
@@ -66,6 +77,7 @@ int run_diff(const DiffCommand& command);
 struct RenderCommand {
   std::string layout;
   std::string output;  ///< "" for stdout
+  std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 CLI::App* setup_render(CLI::App& app, RenderCommand& command);
 int run_render(const RenderCommand& command);
@@ -74,6 +86,7 @@ struct StatsCommand {
   std::string layout;
   std::string manifest;
   bool json = false;
+  std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 CLI::App* setup_stats(CLI::App& app, StatsCommand& command);
 int run_stats(const StatsCommand& command);
@@ -91,6 +104,7 @@ struct SynthCommand {
   std::string output;  ///< "" for stdout
   bool quiet = false;
   bool list = false;  ///< print the architectures and stop
+  std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 CLI::App* setup_synth(CLI::App& app, SynthCommand& command);
 int run_synth(const SynthCommand& command);

@@ -64,10 +64,11 @@ void print_text(const LayoutDiff& d, std::size_t limit) {
                change(b, &BufferFigures::padding), change(b, &BufferFigures::buckets));
   }
   fmt::print("\n  per rank    {:>12} {:>12}\n", "before", "after");
-  fmt::print("  params      {:>12} {:>12}\n", human_bytes(d.bytes_before.params),
-             human_bytes(d.bytes_after.params));
-  fmt::print("  grads       {:>12} {:>12}\n", human_bytes(d.bytes_before.grads),
-             human_bytes(d.bytes_after.grads));
+  const auto bytes = [](std::int64_t n) { return human_bytes(static_cast<double>(n)); };
+  fmt::print("  params      {:>12} {:>12}\n", bytes(d.bytes_before.params),
+             bytes(d.bytes_after.params));
+  fmt::print("  grads       {:>12} {:>12}\n", bytes(d.bytes_before.grads),
+             bytes(d.bytes_after.grads));
 
   print_list(d, "added", limit, [](const ParamChange& c) { return !c.before; }, false);
   print_list(d, "removed", limit, [](const ParamChange& c) { return !c.after; }, false);
@@ -86,21 +87,27 @@ CLI::App* setup_diff(CLI::App& app, DiffCommand& command) {
   sub->add_option("--limit", command.limit, "Rows per list (0: all)")
       ->type_name("N")
       ->capture_default_str();
+  add_max_input_size(*sub, command.max_input);
   return sub;
 }
 
 int run_diff(const DiffCommand& command) {
-  Result<Layout> before = load_layout(command.old_layout);
+  Result<Layout> before = load_layout(command.old_layout, command.max_input);
   if (!before) {
     print_error(before.error());
     return kExitBadInput;
   }
-  Result<Layout> after = load_layout(command.new_layout);
+  Result<Layout> after = load_layout(command.new_layout, command.max_input);
   if (!after) {
     print_error(after.error());
     return kExitBadInput;
   }
-  const LayoutDiff d = diff_layouts(*before, *after);
+  const Result<LayoutDiff> diff = diff_layouts(*before, *after);
+  if (!diff) {
+    print_error(diff.error());
+    return kExitBadInput;
+  }
+  const LayoutDiff& d = *diff;
   if (command.json) {
     fmt::print("{}", diff_to_json(d));
   } else {

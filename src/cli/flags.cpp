@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <limits>
 #include <vector>
+
+#include "paramlayout/error.hpp"
 
 namespace paramlayout::cli {
 
@@ -24,7 +27,52 @@ CLI::Validator integer_in(std::int64_t min, std::int64_t max) {
       [min, max, range](const std::string& text) -> std::string {
         std::optional<std::int64_t> v = parse_integer(text);
         if (v && *v >= min && *v <= max) return {};
-        return fmt::format("expected {}, got '{}'", range, text);
+        return fmt::format("expected {}, got '{}'", range, excerpt(text));
+      },
+      "");
+}
+
+CLI::Validator byte_size(std::uint64_t min, std::uint64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        std::string_view digits = text;
+        std::uint64_t unit = 1;
+        if (!digits.empty()) {
+          switch (digits.back()) {
+            case 'K': case 'k': unit = std::uint64_t{1} << 10; break;
+            case 'M': case 'm': unit = std::uint64_t{1} << 20; break;
+            case 'G': case 'g': unit = std::uint64_t{1} << 30; break;
+            default: break;
+          }
+          if (unit > 1) digits.remove_suffix(1);
+        }
+        std::uint64_t value = 0;
+        const char* end = digits.data() + digits.size();
+        auto [ptr, ec] = std::from_chars(digits.data(), end, value);
+        std::uint64_t bytes = 0;
+        if (digits.empty() || ec != std::errc() || ptr != end ||
+            __builtin_mul_overflow(value, unit, &bytes) || bytes < min || bytes > max) {
+          return fmt::format("expected a size in bytes from {} to {} (or with K, M, G), got '{}'",
+                             min, max, excerpt(text));
+        }
+        text = std::to_string(bytes);
+        return {};
+      },
+      "BYTES");
+}
+
+CLI::Validator seconds_up_to(double max) {
+  return CLI::Validator(
+      [max](const std::string& text) -> std::string {
+        double value = 0;
+        const char* end = text.data() + text.size();
+        auto [ptr, ec] = std::from_chars(text.data(), end, value);
+        if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(value) ||
+            value <= 0 || value > max) {
+          return fmt::format("expected a number of seconds above 0 and at most {}, got '{}'", max,
+                             excerpt(text));
+        }
+        return {};
       },
       "");
 }
@@ -44,7 +92,7 @@ CLI::Validator one_of(std::initializer_list<std::string_view> choices,
           std::optional<std::int64_t> v = parse_integer(text);
           if (v && *v >= 1) return {};
         }
-        return fmt::format("expected {}, got '{}'", expected, text);
+        return fmt::format("expected {}, got '{}'", expected, excerpt(text));
       },
       "");
 }

@@ -17,6 +17,13 @@ std::optional<std::int64_t> parse_integer(std::string_view text);
 /// Accepts integers in [min, max]: "expected an integer in [1, 1048576], got 'x'".
 CLI::Validator integer_in(std::int64_t min, std::int64_t max);
 
+/// Accepts a byte count in [min, max], with an optional suffix K, M or G (powers of 1024),
+/// and replaces it by the plain number.
+CLI::Validator byte_size(std::uint64_t min, std::uint64_t max);
+
+/// Accepts a finite number of seconds in (0, max].
+CLI::Validator seconds_up_to(double max);
+
 /// Accepts one of `choices`; with `or_positive_integer`, also any integer >= 1.
 CLI::Validator one_of(std::initializer_list<std::string_view> choices,
                       bool or_positive_integer = false);

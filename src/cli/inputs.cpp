@@ -1,29 +1,30 @@
 #include "inputs.hpp"
 
-#include "io.hpp"
+#include "flags.hpp"
 #include "paramlayout/layout_json.hpp"
 
 namespace paramlayout::cli {
 
 std::string display_name(const std::string& path) { return path == "-" ? "<stdin>" : path; }
 
-Result<Manifest> load_manifest(const std::string& path) {
-  Result<std::string> text = read_file(path);
+Result<Manifest> load_manifest(const std::string& path, std::uint64_t max_bytes) {
+  Result<std::string> text = read_file(path, max_bytes);
   if (!text) return text.error();
   return parse_manifest(*text, display_name(path));
 }
 
-Result<Layout> load_layout(const std::string& path) {
-  Result<std::string> text = read_file(path);
+Result<Layout> load_layout(const std::string& path, std::uint64_t max_bytes) {
+  Result<std::string> text = read_file(path, max_bytes);
   if (!text) return text.error();
   return parse_layout(*text, display_name(path));
 }
 
 Result<LayoutWithManifest> load_layout_with_manifest(const std::string& layout_path,
-                                                     const std::string& manifest_path) {
-  Result<Manifest> manifest = load_manifest(manifest_path);
+                                                     const std::string& manifest_path,
+                                                     std::uint64_t max_bytes) {
+  Result<Manifest> manifest = load_manifest(manifest_path, max_bytes);
   if (!manifest) return manifest.error();
-  Result<Layout> layout = load_layout(layout_path);
+  Result<Layout> layout = load_layout(layout_path, max_bytes);
   if (!layout) return layout.error();
   return LayoutWithManifest{std::move(*manifest), std::move(*layout)};
 }
@@ -32,6 +33,14 @@ void add_layout_with_manifest(CLI::App& sub, std::string& layout_path, std::stri
                               const std::string& manifest_help) {
   sub.add_option("LAYOUT", layout_path, "Layout v1 JSON file")->type_name("FILE")->required();
   sub.add_option("--manifest", manifest_path, manifest_help)->type_name("FILE")->required();
+}
+
+void add_max_input_size(CLI::App& sub, std::uint64_t& max_bytes) {
+  sub.add_option("--max-input-size", max_bytes,
+                 "Refuse input files larger than this many bytes (suffixes K, M, G: powers of "
+                 "1024) [default: 1G]")
+      ->type_name("BYTES")
+      ->transform(byte_size(1, kLargestInputBytes));
 }
 
 }  // namespace paramlayout::cli

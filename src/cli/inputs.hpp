@@ -3,8 +3,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <string>
 
+#include "io.hpp"
 #include "paramlayout/error.hpp"
 #include "paramlayout/layout.hpp"
 #include "paramlayout/manifest.hpp"
@@ -14,8 +16,8 @@ namespace paramlayout::cli {
 /// The file's name as messages show it ("<stdin>" for "-").
 std::string display_name(const std::string& path);
 
-Result<Manifest> load_manifest(const std::string& path);
-Result<Layout> load_layout(const std::string& path);
+Result<Manifest> load_manifest(const std::string& path, std::uint64_t max_bytes);
+Result<Layout> load_layout(const std::string& path, std::uint64_t max_bytes);
 
 /// A layout and the manifest it was planned from, as check, verify and stats read them.
 struct LayoutWithManifest {
@@ -23,9 +25,13 @@ struct LayoutWithManifest {
   Layout layout;
 };
 Result<LayoutWithManifest> load_layout_with_manifest(const std::string& layout_path,
-                                                     const std::string& manifest_path);
+                                                     const std::string& manifest_path,
+                                                     std::uint64_t max_bytes);
 /// Their command-line arguments: LAYOUT and the required --manifest.
 void add_layout_with_manifest(CLI::App& sub, std::string& layout_path, std::string& manifest_path,
                               const std::string& manifest_help = "The manifest it was planned from");
+
+/// --max-input-size: the largest input file the subcommand reads.
+void add_max_input_size(CLI::App& sub, std::uint64_t& max_bytes);
 
 }  // namespace paramlayout::cli

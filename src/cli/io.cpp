@@ -6,15 +6,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
+#include <climits>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
+
+#include "paramlayout/text.hpp"
 
 namespace paramlayout::cli {
 namespace {
 
 Error io_error(std::string_view path, std::string_view what) {
-  return Error{fmt::format("{}: {}: {}", path, what, std::strerror(errno))};
+  return Error{fmt::format("{}: {}: {}", excerpt(path), what, std::strerror(errno))};
 }
 
 bool write_all(int fd, std::string_view content) {
@@ -29,61 +37,193 @@ bool write_all(int fd, std::string_view content) {
   return true;
 }
 
-}  // namespace
-
-Result<std::string> read_file(const std::string& path) {
-  const bool is_stdin = path == "-";
-  const int fd = is_stdin ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  const std::string_view name = is_stdin ? std::string_view("<stdin>") : path;
-  if (fd < 0) return io_error(name, "cannot open");
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    return Error{fmt::format("{}: is a directory, expected a file", name)};
-  }
-  std::string content;
-  if (st.st_size > 0) content.reserve(static_cast<std::size_t>(st.st_size));
-  char chunk[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      Error e = io_error(name, "cannot read");
-      if (!is_stdin) ::close(fd);
-      return e;
-    }
-    content.append(chunk, static_cast<std::size_t>(n));
-  }
-  if (!is_stdin) ::close(fd);
-  return content;
+Error too_large(std::string_view name, std::uint64_t max_bytes) {
+  return Error{fmt::format("{}: larger than {}, the input size limit (--max-input-size raises it)",
+                           excerpt(name), human_bytes(static_cast<double>(max_bytes)))};
 }
 
-Result<void> write_file_atomically(const std::string& path, std::string_view content) {
-  if (path == "-") {
-    if (!write_all(STDOUT_FILENO, content)) return io_error("<stdout>", "cannot write");
-    return {};
+// The temporary file being written, removed by the handler of a fatal signal. Plain storage:
+// a signal handler may only read it.
+char g_temp_path[PATH_MAX + 1] = {};
+volatile std::sig_atomic_t g_temp_active = 0;
+constexpr std::array kFatalSignals = {SIGHUP, SIGINT,  SIGQUIT, SIGTERM, SIGPIPE,
+                                      SIGALRM, SIGXFSZ, SIGUSR1, SIGUSR2};
+
+extern "C" void remove_temp_file(int signal) {
+  if (g_temp_active) ::unlink(g_temp_path);
+  // SA_RESETHAND restored the default action; it ends the process once this returns.
+  ::raise(signal);
+}
+
+/// While alive, a catchable fatal signal removes `path` before the process ends. Signals
+/// the process ignores stay ignored.
+class TempFileGuard {
+ public:
+  explicit TempFileGuard(const std::string& path) {
+    if (path.size() >= sizeof g_temp_path) return;
+    std::memcpy(g_temp_path, path.c_str(), path.size() + 1);
+    g_temp_active = 1;
+    struct sigaction action {};
+    action.sa_handler = remove_temp_file;
+    action.sa_flags = SA_RESETHAND;
+    sigemptyset(&action.sa_mask);
+    for (std::size_t i = 0; i < kFatalSignals.size(); ++i) {
+      ::sigaction(kFatalSignals[i], nullptr, &previous_[i]);
+      installed_[i] = previous_[i].sa_handler == SIG_DFL &&
+                      ::sigaction(kFatalSignals[i], &action, nullptr) == 0;
+    }
   }
-  std::string temp = path + ".tmp.XXXXXX";
+  ~TempFileGuard() {
+    for (std::size_t i = 0; i < kFatalSignals.size(); ++i) {
+      if (installed_[i]) ::sigaction(kFatalSignals[i], &previous_[i], nullptr);
+    }
+    g_temp_active = 0;
+  }
+  TempFileGuard(const TempFileGuard&) = delete;
+  TempFileGuard& operator=(const TempFileGuard&) = delete;
+
+ private:
+  std::array<struct sigaction, kFatalSignals.size()> previous_{};
+  std::array<bool, kFatalSignals.size()> installed_{};
+};
+
+/// Where a dangling symbolic link points (following a chain of them), or `path` itself.
+std::string link_target(const std::string& path) {
+  std::string target = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st {};
+    if (::lstat(target.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) break;
+    std::string next(PATH_MAX, '\0');
+    const ssize_t n = ::readlink(target.c_str(), next.data(), next.size());
+    if (n <= 0) break;
+    next.resize(static_cast<std::size_t>(n));
+    if (next[0] != '/') {
+      const std::size_t slash = target.rfind('/');
+      if (slash != std::string::npos) next = target.substr(0, slash + 1) + next;
+    }
+    target = std::move(next);
+  }
+  return target;
+}
+
+Result<void> write_directly(const std::string& path, std::string_view content) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return io_error(path, "cannot open");
+  const bool written = write_all(fd, content);
+  const int saved_errno = errno;
+  if (::close(fd) != 0 || !written) {
+    if (!written) errno = saved_errno;
+    return io_error(path, "cannot write");
+  }
+  return {};
+}
+
+/// Writes `target` (a regular file or nothing yet) through a temporary file and a rename.
+Result<void> replace_file(const std::string& target, std::string_view content, mode_t mode) {
+  std::string temp = target + ".tmp.XXXXXX";
+  // Signals between creating the file and arming the guard would leave it behind.
+  sigset_t fatal, old;
+  sigemptyset(&fatal);
+  for (int s : kFatalSignals) sigaddset(&fatal, s);
+  ::sigprocmask(SIG_BLOCK, &fatal, &old);
   const int fd = ::mkstemp(temp.data());
-  if (fd < 0) return io_error(path, "cannot create a temporary file beside it");
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  ::fchmod(fd, 0666 & ~mask);
+  const int mkstemp_errno = errno;
+  std::optional<TempFileGuard> guard;
+  if (fd >= 0) guard.emplace(temp);
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  if (fd < 0) {
+    errno = mkstemp_errno;
+    return io_error(target, "cannot create a temporary file beside it");
+  }
+  ::fchmod(fd, mode);
   const bool written = write_all(fd, content) && ::fsync(fd) == 0;
   const int saved_errno = errno;
   if (::close(fd) != 0 || !written) {
-    errno = written ? errno : saved_errno;
-    Error e = io_error(path, "cannot write");
+    if (!written) errno = saved_errno;
+    Error e = io_error(target, "cannot write");
     ::unlink(temp.c_str());
     return e;
   }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    Error e = io_error(path, "cannot replace");
+  if (::rename(temp.c_str(), target.c_str()) != 0) {
+    Error e = io_error(target, "cannot replace");
     ::unlink(temp.c_str());
     return e;
   }
   return {};
+}
+
+}  // namespace
+
+Result<std::string> read_file(const std::string& path, std::uint64_t max_bytes) {
+  const bool is_stdin = path == "-";
+  const int fd = is_stdin ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const std::string_view name = is_stdin ? std::string_view("<stdin>") : path;
+  if (fd < 0) return io_error(name, "cannot open");
+  const auto done = [&](auto result) {
+    if (!is_stdin) ::close(fd);
+    return result;
+  };
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    return done(Error{fmt::format("{}: is a directory, expected a file", excerpt(name))});
+  }
+  const bool regular = S_ISREG(st.st_mode);
+  if (regular && static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+    return done(too_large(name, max_bytes));
+  }
+  // Grows by doubling, but never past max_bytes + 1: one byte more tells the limit is passed.
+  std::string content;
+  std::size_t size = 0;
+  const std::uint64_t cap = max_bytes + 1;
+  const std::uint64_t expected = regular ? static_cast<std::uint64_t>(st.st_size) + 1 : 0;
+  content.resize(
+      static_cast<std::size_t>(std::min(cap, std::max<std::uint64_t>(expected, 1 << 16))));
+  for (;;) {
+    if (size == content.size()) {
+      if (size >= cap) return done(too_large(name, max_bytes));
+      content.resize(static_cast<std::size_t>(std::min<std::uint64_t>(cap, 2 * size)));
+    }
+    const ssize_t n = ::read(fd, content.data() + size, content.size() - size);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return done(io_error(name, "cannot read"));
+    }
+    size += static_cast<std::size_t>(n);
+  }
+  if (size > max_bytes) return done(too_large(name, max_bytes));
+  content.resize(size);
+  content.shrink_to_fit();
+  return done(Result<std::string>(std::move(content)));
+}
+
+Result<void> write_output(const std::string& path, std::string_view content) {
+  if (path == "-") {
+    if (!write_all(STDOUT_FILENO, content)) return io_error("<stdout>", "cannot write");
+    return {};
+  }
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return io_error(path, "cannot write");
+    // Nothing there yet, or a symbolic link to nothing: create what it names.
+    return replace_file(link_target(path), content, 0666 & ~mask);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return Error{fmt::format("{}: is a directory, expected a file", excerpt(path))};
+  }
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+    return write_directly(path, content);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Error{fmt::format("{}: not a regular file, a character device or a FIFO",
+                             excerpt(path))};
+  }
+  // An existing file, maybe behind symbolic links: replace the file, keep the links.
+  std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
+  if (!real) return io_error(path, "cannot resolve");
+  return replace_file(real.get(), content, st.st_mode & 07777);
 }
 
 void print_error(const Error& error) {

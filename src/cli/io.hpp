@@ -1,6 +1,7 @@
 // Files and the terminal: the only place the tool touches them.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -9,12 +10,22 @@
 
 namespace paramlayout::cli {
 
-/// The whole file, or standard input for "-".
-Result<std::string> read_file(const std::string& path);
+/// The largest input read by default: far above a million-param manifest (about 150 MB).
+inline constexpr std::uint64_t kDefaultMaxInputBytes = std::uint64_t{1} << 30;
+/// The largest input the JSON reader can hold at all.
+inline constexpr std::uint64_t kLargestInputBytes = (std::uint64_t{1} << 32) - 1;
 
-/// Writes `content` to `path` through a temporary file in the same directory and a
-/// rename, so readers see the old file or the new one, never a partial one. "-" is stdout.
-Result<void> write_file_atomically(const std::string& path, std::string_view content);
+/// The whole file, or standard input for "-"; an error when it holds more than `max_bytes`
+/// (an endless stream such as /dev/zero is read no further).
+Result<std::string> read_file(const std::string& path,
+                              std::uint64_t max_bytes = kDefaultMaxInputBytes);
+
+/// Writes `content` to `path` ("-" is stdout) so that readers never see a partial file: a
+/// regular file (or a new one) is written to a temporary file beside it and renamed over
+/// it, which is removed again if the process is interrupted by a signal it can catch. A
+/// symbolic link is followed and its target replaced; character devices and FIFOs
+/// (/dev/stdout, a pipe) are written directly.
+Result<void> write_output(const std::string& path, std::string_view content);
 
 /// Prints `paramlayout: error: <message>` on stderr.
 void print_error(const Error& error);

@@ -106,12 +106,12 @@ void print_table(std::FILE* out, const JobSpec& job, const JobPlan& plan) {
                  human_bytes(s.param_bytes + s.grad_bytes + s.optimizer_bytes));
     }
     if (job.parallel.vpp > 1) {
-      const StageMemory m = stage_memory(plan, stage);
+      const StageMemory m = stage_memory(plan, stage).value_or(StageMemory{});
       fmt::print(out, kRow, stage, "all", "", "", "", human_bytes(m.params), human_bytes(m.grads),
                  human_bytes(m.optimizer), human_bytes(m.total()));
     }
   }
-  const StageMemory heaviest = stage_memory(plan, plan.heaviest_stage);
+  const StageMemory heaviest = stage_memory(plan, plan.heaviest_stage).value_or(StageMemory{});
   fmt::print(out, "  heaviest stage: {}, {} per rank (params {}, grads {}, optimizer state {})\n",
              plan.heaviest_stage, human_bytes(heaviest.total()), human_bytes(heaviest.params),
              human_bytes(heaviest.grads), human_bytes(heaviest.optimizer));
@@ -134,17 +134,17 @@ Result<void> write_outputs(const std::string& dir, const JobSpec& job, const Job
   const std::filesystem::path base(dir);
   for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
     const JobChunk& c = plan.chunks[i];
-    if (Result<void> r = write_file_atomically((base / manifests[i]).string(), c.manifest_json);
+    if (Result<void> r = write_output((base / manifests[i]).string(), c.manifest_json);
         !r) {
       return r;
     }
-    if (Result<void> r = write_file_atomically((base / layouts[i]).string(),
-                                               write_layout_json(c.layout, &c.stats));
+    if (Result<void> r = write_output((base / layouts[i]).string(),
+                                               write_layout_json(c.layout, stats_to_json(c.stats)));
         !r) {
       return r;
     }
   }
-  return write_file_atomically((base / "job.json").string(),
+  return write_output((base / "job.json").string(),
                                write_job_json(job, plan, manifests, layouts));
 }
 

@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "flags.hpp"
+#include "inputs.hpp"
 #include "io.hpp"
 #include "paramlayout/layout_json.hpp"
 #include "paramlayout/plan.hpp"
@@ -87,6 +88,7 @@ CLI::App* setup_plan(CLI::App& app, PlanCommand& command) {
       ->type_name("FILE|DIR");
   sub->add_flag("-q,--quiet", command.quiet, "No summary");
   sub->add_flag("--timings", command.timings, "Print the time of each phase on stderr");
+  add_max_input_size(*sub, command.max_input);
   return sub;
 }
 
@@ -103,9 +105,10 @@ struct PlannedChunk {
   double plan_ms = 0;
 };
 
-Result<PlannedChunk> plan_chunk(const std::string& path, const PlanOptions& options) {
+Result<PlannedChunk> plan_chunk(const std::string& path, const PlanOptions& options,
+                                std::uint64_t max_input) {
   Stopwatch phase;
-  Result<std::string> text = read_file(path);
+  Result<std::string> text = read_file(path, max_input);
   if (!text) return text.error();
   ParseTimings timings;
   const double read_ms = phase.lap();
@@ -115,8 +118,10 @@ Result<PlannedChunk> plan_chunk(const std::string& path, const PlanOptions& opti
   Result<Layout> layout = plan(*manifest, options);
   if (!layout) return layout.error();
   const double plan_ms = phase.lap();
-  LayoutStats stats = layout_stats(*layout, *manifest);
-  return PlannedChunk{std::move(*manifest), std::move(*layout), std::move(stats), {},
+  // Every figure of the layout must fit, or a reader could not read it back.
+  Result<LayoutStats> stats = layout_stats(*layout, *manifest);
+  if (!stats) return stats.error();
+  return PlannedChunk{std::move(*manifest), std::move(*layout), std::move(*stats), {},
                       read_ms + timings.parse_ms, timings.validate_ms, plan_ms};
 }
 
@@ -188,7 +193,7 @@ int run_plan(const PlanCommand& command) {
   const PlanOptions options = options_from(command);
   std::vector<PlannedChunk> chunks;
   for (const std::string& path : command.manifests) {
-    Result<PlannedChunk> chunk = plan_chunk(path, options);
+    Result<PlannedChunk> chunk = plan_chunk(path, options, command.max_input);
     if (!chunk) {
       print_error(chunk.error());
       return kExitBadInput;
@@ -203,7 +208,7 @@ int run_plan(const PlanCommand& command) {
   Stopwatch phase;
   for (const PlannedChunk& c : chunks) {
     if (Result<void> written =
-            write_file_atomically(c.output, write_layout_json(c.layout, &c.stats));
+            write_output(c.output, write_layout_json(c.layout, stats_to_json(c.stats)));
         !written) {
       print_error(written.error());
       return kExitBadInput;
@@ -219,7 +224,7 @@ int run_plan(const PlanCommand& command) {
     if (chunks.size() > 1) {
       std::vector<ChunkSummary> rows;
       for (const PlannedChunk& c : chunks) {
-        rows.push_back({c.layout.model.value_or(c.output), &c.layout});
+        rows.push_back({c.layout.model.value_or(c.output), &c.layout, &c.stats});
       }
       print_pipeline_summary(out, rows);
     }

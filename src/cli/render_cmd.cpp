@@ -15,17 +15,23 @@ CLI::App* setup_render(CLI::App& app, RenderCommand& command) {
   sub->add_option("-o,--output", command.output, "Write the SVG here (atomically) instead of "
                                                  "stdout")
       ->type_name("FILE");
+  add_max_input_size(*sub, command.max_input);
   return sub;
 }
 
 int run_render(const RenderCommand& command) {
-  Result<Layout> layout = load_layout(command.layout);
+  Result<Layout> layout = load_layout(command.layout, command.max_input);
   if (!layout) {
     print_error(layout.error());
     return kExitBadInput;
   }
+  Result<std::string> svg = render_svg(*layout);
+  if (!svg) {
+    print_error(svg.error());
+    return kExitBadInput;
+  }
   const std::string target = command.output.empty() ? "-" : command.output;
-  if (Result<void> written = write_file_atomically(target, render_svg(*layout)); !written) {
+  if (Result<void> written = write_output(target, *svg); !written) {
     print_error(written.error());
     return kExitBadInput;
   }

@@ -14,27 +14,33 @@ CLI::App* setup_stats(CLI::App& app, StatsCommand& command) {
       "stats", "Padding against its floor, Newton-Schulz balance and memory per rank");
   add_layout_with_manifest(*sub, command.layout, command.manifest, "The manifest it was planned from (shapes)");
   sub->add_flag("--json", command.json, "One JSON object on stdout");
+  add_max_input_size(*sub, command.max_input);
   return sub;
 }
 
 int run_stats(const StatsCommand& command) {
-  Result<LayoutWithManifest> inputs = load_layout_with_manifest(command.layout, command.manifest);
+  Result<LayoutWithManifest> inputs =
+      load_layout_with_manifest(command.layout, command.manifest, command.max_input);
   if (!inputs) {
     print_error(inputs.error());
     return kExitBadInput;
   }
   const Manifest& manifest = inputs->manifest;
   const Layout& layout = inputs->layout;
-  const LayoutStats stats = layout_stats(layout, manifest);
+  const Result<LayoutStats> stats = layout_stats(layout, manifest);
+  if (!stats) {
+    print_error(stats.error());
+    return kExitBadInput;
+  }
   if (command.json) {
-    fmt::print("{}", stats_json(stats));
+    fmt::print("{}\n", stats_to_json(*stats));
     return kExitOk;
   }
   fmt::print("{}: {} {}\n", display_name(command.layout), to_string(layout.options.strategy),
              layout.options.strategy == Strategy::layerwise
                  ? fmt::format("({} packer)", to_string(layout.options.packer))
                  : std::string());
-  print_stats(stdout, stats);
+  print_stats(stdout, *stats);
   return kExitOk;
 }
 

@@ -10,24 +10,37 @@ double percent(std::int64_t part, std::int64_t whole) {
   return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
 
-/// Totals over a layout's buffers.
-struct LayoutTotals {
+std::string bytes_text(std::int64_t bytes) { return human_bytes(static_cast<double>(bytes)); }
+
+/// One table row's figures. The elements come from LayoutStats, whose totals are known to
+/// fit in 64 bits.
+struct Row {
   std::size_t params = 0;
   std::size_t buckets = 0;
   std::int64_t numel = 0;
   std::int64_t padding = 0;
   double param_bytes = 0;
   double grad_bytes = 0;
-
-  void add(const BufferLayout& b) {
-    params += b.params.size();
-    buckets += b.buckets.size();
-    numel += b.numel;
-    padding += b.numel - b.param_numel();
-    param_bytes += static_cast<double>(b.numel) * dtype_bytes(b.key.param_dtype);
-    grad_bytes += static_cast<double>(b.numel) * dtype_bytes(b.key.grad_dtype);
-  }
 };
+
+Row buffer_row(const BufferLayout& b, const BufferStats& s) {
+  return {b.params.size(), b.buckets.size(), b.numel, s.padding,
+          static_cast<double>(b.numel) * dtype_bytes(b.key.param_dtype),
+          static_cast<double>(b.numel) * dtype_bytes(b.key.grad_dtype)};
+}
+
+Row layout_row(const Layout& layout, const LayoutStats& s) {
+  Row row;
+  for (const BufferLayout& b : layout.buffers) {
+    row.params += b.params.size();
+    row.buckets += b.buckets.size();
+  }
+  row.numel = s.param_elements + s.padding;
+  row.padding = s.padding;
+  row.param_bytes = static_cast<double>(s.param_bytes);
+  row.grad_bytes = static_cast<double>(s.grad_bytes);
+  return row;
+}
 
 }  // namespace
 
@@ -39,19 +52,8 @@ void print_stats(std::FILE* out, const LayoutStats& s) {
                s.cost_imbalance, s.cost_imbalance_bound);
   }
   fmt::print(out, "\n  per rank: params {}, grads {}, optimizer state {}, total {}\n",
-             human_bytes(s.param_bytes), human_bytes(s.grad_bytes),
-             human_bytes(s.optimizer_bytes),
-             human_bytes(s.param_bytes + s.grad_bytes + s.optimizer_bytes));
-}
-
-std::string stats_json(const LayoutStats& s) {
-  return fmt::format(
-      "{{\"param_elements\": {}, \"padding\": {}, \"padding_percent\": {:.4f}, "
-      "\"floor_padding\": {}, \"floor_percent\": {:.4f}, \"cost_imbalance\": {:.6f}, "
-      "\"cost_imbalance_bound\": {:.6f}, \"bytes_per_rank\": {{\"params\": {:.0f}, "
-      "\"grads\": {:.0f}, \"optimizer\": {:.0f}}}}}\n",
-      s.param_elements, s.padding, s.padding_percent(), s.floor_padding, s.floor_percent(),
-      s.cost_imbalance, s.cost_imbalance_bound, s.param_bytes, s.grad_bytes, s.optimizer_bytes);
+             bytes_text(s.param_bytes), bytes_text(s.grad_bytes), bytes_text(s.optimizer_bytes),
+             bytes_text(s.param_bytes + s.grad_bytes + s.optimizer_bytes));
 }
 
 void print_pipeline_summary(std::FILE* out, const std::vector<ChunkSummary>& chunks) {
@@ -61,8 +63,7 @@ void print_pipeline_summary(std::FILE* out, const std::vector<ChunkSummary>& chu
   std::size_t largest = 0;
   double largest_bytes = -1;
   for (std::size_t i = 0; i < chunks.size(); ++i) {
-    LayoutTotals t;
-    for (const BufferLayout& b : chunks[i].layout->buffers) t.add(b);
+    const Row t = layout_row(*chunks[i].layout, *chunks[i].stats);
     fmt::print(out, kRow, chunks[i].name, t.params, group_digits(t.numel),
                fmt::format("{:.2f}%", percent(t.padding, t.numel)), human_bytes(t.param_bytes),
                human_bytes(t.grad_bytes));
@@ -87,16 +88,15 @@ void print_plan_summary(std::FILE* out, const Manifest& manifest, const Layout& 
   constexpr const char* kRow = "  {:<32} {:>7} {:>8} {:>17} {:>8} {:>12} {:>12}\n";
   fmt::print(out, kRow, "buffer", "params", "buckets", "numel", "padding", "params/rank",
              "grads/rank");
-  LayoutTotals total;
-  for (const BufferLayout& b : layout.buffers) {
-    LayoutTotals t;
-    t.add(b);
-    total.add(b);
+  for (std::size_t i = 0; i < layout.buffers.size(); ++i) {
+    const BufferLayout& b = layout.buffers[i];
+    const Row t = buffer_row(b, stats.buffers[i]);
     fmt::print(out, kRow, describe(b.key), t.params, t.buckets, group_digits(t.numel),
                fmt::format("{:.2f}%", percent(t.padding, t.numel)), human_bytes(t.param_bytes),
                human_bytes(t.grad_bytes));
   }
   if (layout.buffers.size() > 1) {
+    const Row total = layout_row(layout, stats);
     fmt::print(out, kRow, "total", total.params, total.buckets, group_digits(total.numel),
                fmt::format("{:.2f}%", percent(total.padding, total.numel)),
                human_bytes(total.param_bytes), human_bytes(total.grad_bytes));

@@ -19,13 +19,12 @@ void print_plan_summary(std::FILE* out, const Manifest& manifest, const Layout& 
 
 /// Padding and its floor, Newton-Schulz balance, memory per rank: a few lines.
 void print_stats(std::FILE* out, const LayoutStats& stats);
-/// The same as one JSON object.
-std::string stats_json(const LayoutStats& stats);
 
 /// One model chunk of a pipeline, for print_pipeline_summary.
 struct ChunkSummary {
   std::string name;
   const Layout* layout = nullptr;
+  const LayoutStats* stats = nullptr;  ///< of `layout`
 };
 
 /// Per chunk (pipeline stage): params, numel, padding, bytes per rank of params and grads,

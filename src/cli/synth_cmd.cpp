@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "flags.hpp"
+#include "inputs.hpp"
 #include "io.hpp"
 #include "paramlayout/hf_config.hpp"
 #include "paramlayout/synth.hpp"
@@ -56,6 +57,7 @@ CLI::App* setup_synth(CLI::App& app, SynthCommand& command) {
   sub->add_flag("-q,--quiet", command.quiet, "No summary");
   sub->add_flag("--list", command.list,
                 "Print the config.json architectures it knows, with their models");
+  add_max_input_size(*sub, command.max_input);
   return sub;
 }
 
@@ -79,7 +81,7 @@ int run_synth(const SynthCommand& command) {
     print_error(Error{"synth: CONFIG is required (or --list for the architectures it knows)"});
     return kExitBadInput;
   }
-  Result<std::string> text = read_file(command.config);
+  Result<std::string> text = read_file(command.config, command.max_input);
   if (!text) {
     print_error(text.error());
     return kExitBadInput;
@@ -99,7 +101,7 @@ int run_synth(const SynthCommand& command) {
   }
   model->model = command.model.empty() ? default_model_name(command) : command.model;
   const bool to_stdout = command.output.empty() || command.output == "-";
-  if (Result<void> written = write_file_atomically(to_stdout ? "-" : command.output,
+  if (Result<void> written = write_output(to_stdout ? "-" : command.output,
                                                    synth_manifest_json(*model, options.dtype));
       !written) {
     print_error(written.error());

@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <functional>
+#include <limits>
 #include <optional>
 
 #include "commands.hpp"
@@ -77,6 +79,35 @@ void print_report(const VerifyReport& r, const Layout& layout, const std::string
   }
 }
 
+/// Progress on stderr: a live line on a terminal, a line every 10 s in a log; both with
+/// the share of elements done and an estimate of the time left.
+std::function<void(const VerifyProgress&)> progress_printer() {
+  using Clock = std::chrono::steady_clock;
+  const bool live = is_terminal(stderr);
+  return [live, start = Clock::now(), last = Clock::time_point()](const VerifyProgress& p) mutable {
+    if (p.buckets == 0) return;
+    const auto now = Clock::now();
+    const double seconds = std::chrono::duration<double>(now - start).count();
+    const double share = p.elements > 0 ? static_cast<double>(p.elements_done) /
+                                              static_cast<double>(p.elements)
+                                        : 1.0;
+    const bool done = p.buckets_done == p.buckets;
+    std::string left;
+    if (share > 0 && !done) left = fmt::format(", about {:.0f} s left", seconds / share - seconds);
+    const std::string line =
+        fmt::format("verifying: bucket {}/{}, {} of {} elements ({:.0f}%){}", p.buckets_done,
+                    p.buckets, group_digits(p.elements_done), group_digits(p.elements),
+                    100 * share, left);
+    if (live) {
+      fmt::print(stderr, "\r\033[K{}", done ? std::string() : line);
+    } else if (p.elements_done == 0 || (now - last >= std::chrono::seconds(10) && !done)) {
+      fmt::print(stderr, "{}\n", line);
+      last = now;
+    }
+    std::fflush(stderr);
+  };
+}
+
 }  // namespace
 
 CLI::App* setup_verify(CLI::App& app, VerifyCommand& command) {
@@ -99,14 +130,21 @@ CLI::App* setup_verify(CLI::App& app, VerifyCommand& command) {
                   "Abandon an NCCL operation (creating communicators, a collective) after this "
                   "many seconds (aborting NCCL)")
       ->type_name("SECONDS")
-      ->check(CLI::PositiveNumber)
+      ->check(seconds_up_to(86400))
       ->capture_default_str();
   sub->add_option("--chunk-elements", command.chunk_elements,
                   "Elements per device block per collective (default: the backend's memory "
                   "budget)")
       ->type_name("N")
       ->check(integer_in(1, std::int64_t{1} << 40));
+  sub->add_option("--max-elements", command.max_elements,
+                  "Refuse a layout whose buffers hold more elements than this (the work of the "
+                  "data pass grows with them)")
+      ->type_name("N")
+      ->check(integer_in(1, std::numeric_limits<std::int64_t>::max()))
+      ->capture_default_str();
   sub->add_flag("-q,--quiet", command.quiet, "Only the verdict line");
+  add_max_input_size(*sub, command.max_input);
   return sub;
 }
 
@@ -119,7 +157,8 @@ int run_verify(const VerifyCommand& command) {
     return kExitBadInput;
   }
   const bool speaks = group->reports();
-  Result<LayoutWithManifest> inputs = load_layout_with_manifest(command.layout, command.manifest);
+  Result<LayoutWithManifest> inputs =
+      load_layout_with_manifest(command.layout, command.manifest, command.max_input);
   if (std::optional<std::string> failure = group->first_failure(
           inputs ? std::nullopt : std::optional<std::string>(inputs.error().message))) {
     if (speaks) print_error(Error{*failure});
@@ -135,24 +174,8 @@ int run_verify(const VerifyCommand& command) {
   options.timeout_seconds = command.timeout;
   options.max_block_elements = command.chunk_elements;
   options.processes = &*group;
-  // Progress on stderr: a live line on a terminal, a line every 10 s in a log.
-  if (!command.quiet && speaks) {
-    const bool live = is_terminal(stderr);
-    options.progress = [live, start = std::chrono::steady_clock::now(),
-                        last = std::chrono::steady_clock::now()](std::size_t done,
-                                                                 std::size_t total) mutable {
-      const auto now = std::chrono::steady_clock::now();
-      if (live) {
-        fmt::print(stderr, "\rverifying bucket {}/{}", done, total);
-        if (done == total) fmt::print(stderr, "\r\033[K");
-      } else if (now - last >= std::chrono::seconds(10) && done < total) {
-        fmt::print(stderr, "verifying: {}/{} buckets done, {:.0f} s\n", done, total,
-                   std::chrono::duration<double>(now - start).count());
-        last = now;
-      }
-      std::fflush(stderr);
-    };
-  }
+  options.max_elements = command.max_elements;
+  if (!command.quiet && speaks) options.progress = progress_printer();
   Result<VerifyReport> report = verify_layout(layout, manifest, options);
   if (!report) {
     if (speaks) print_error(report.error());
@@ -162,7 +185,7 @@ int run_verify(const VerifyCommand& command) {
   for (const std::string& note : report->notes) fmt::print(stderr, "paramlayout: note: {}\n", note);
   if (!command.report.empty()) {
     if (Result<void> written =
-            write_file_atomically(command.report, verify_report_json(*report, layout));
+            write_output(command.report, verify_report_json(*report, layout));
         !written) {
       print_error(written.error());
       return kExitBadInput;

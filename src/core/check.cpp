@@ -10,13 +10,11 @@
 namespace paramlayout {
 namespace {
 
-std::string buffer_name(std::size_t i, const BufferLayout& b) {
-  return fmt::format("buffer {} ({})", i, describe(b.key));
-}
-
 std::string optional_text(const std::optional<std::int64_t>& v) {
   return v ? std::to_string(*v) : std::string("null");
 }
+
+std::string quoted(std::string_view name) { return "\"" + excerpt(name) + "\""; }
 
 /// Where each param of the layout is, by name.
 struct SlotRef {
@@ -24,30 +22,42 @@ struct SlotRef {
   std::size_t slot;
 };
 
+/// What the params of one bucket add up to, for its numel_unpadded.
+struct BucketTally {
+  std::int64_t params = 0;
+  std::int64_t param_numel = 0;
+  bool numel_overflows = false;  ///< overlapping params add up past 64 bits
+  std::int64_t last_end = 0;
+  std::size_t first_slot = SIZE_MAX;
+};
+
+/// Checks one layout; with a manifest, also every promise that needs it. Never indexes or
+/// computes with a figure before it is known to be in range.
 class Checker {
  public:
-  Checker(const Layout& layout, const Manifest& manifest) : layout_(layout), manifest_(manifest) {
-    manifest_position_.reserve(manifest.params.size());
-    for (std::size_t i = 0; i < manifest.params.size(); ++i) {
-      manifest_position_.emplace(manifest.params[i].name, i);
+  Checker(const Layout& layout, const Manifest* manifest) : layout_(layout), manifest_(manifest) {
+    if (manifest_ == nullptr) return;
+    manifest_position_.reserve(manifest_->params.size());
+    for (std::size_t i = 0; i < manifest_->params.size(); ++i) {
+      manifest_position_.emplace(manifest_->params[i].name, i);
     }
   }
 
   std::vector<Violation> run() {
-    if (layout_.manifest_sha256 != manifest_.sha256) {
+    if (manifest_ != nullptr && layout_.manifest_sha256 != manifest_->sha256) {
       add("", fmt::format("was planned from another manifest (manifest_sha256 {}, this "
                           "manifest's {}); the rest is checked by name",
-                          abbreviate(layout_.manifest_sha256), abbreviate(manifest_.sha256)));
+                          abbreviate(layout_.manifest_sha256), abbreviate(manifest_->sha256)));
     }
     for (std::size_t i = 0; i < layout_.buffers.size(); ++i) check_buffer(i);
-    check_coverage();
-    check_buffer_order();
+    check_names();
+    check_buffer_keys();
     return std::move(violations_);
   }
 
  private:
   static std::string abbreviate(const std::string& sha) {
-    return sha.size() > 12 ? sha.substr(0, 12) + "..." : sha;
+    return sha.size() > 12 ? excerpt(sha.substr(0, 12)) + "..." : excerpt(sha);
   }
 
   void add(std::string where, std::string what) {
@@ -56,18 +66,27 @@ class Checker {
 
   std::string at(std::size_t i, std::optional<std::int64_t> bucket = std::nullopt,
                  std::string_view param = {}) const {
-    std::string out = buffer_name(i, layout_.buffers[i]);
+    std::string out = fmt::format("buffer {} ({})", i, describe(layout_.buffers[i].key));
     if (bucket) out += fmt::format(", bucket {}", *bucket);
-    if (!param.empty()) out += fmt::format(", param \"{}\"", param);
+    if (!param.empty()) out += ", param " + quoted(param);
     return out;
   }
 
   const Param* manifest_param(std::string_view name) const {
     auto it = manifest_position_.find(name);
-    return it == manifest_position_.end() ? nullptr : &manifest_.params[it->second];
+    return it == manifest_position_.end() ? nullptr : &manifest_->params[it->second];
   }
 
   void check_buffer(std::size_t i) {
+    check_strategy_and_shards(i);
+    check_buckets(i);
+    std::vector<BucketTally> tallies(layout_.buffers[i].buckets.size());
+    check_params(i, tallies);
+    check_numel_unpadded(i, tallies);
+    if (manifest_ != nullptr) check_backprop_order(i);
+  }
+
+  void check_strategy_and_shards(std::size_t i) {
     const BufferLayout& b = layout_.buffers[i];
     const PlanOptions& o = layout_.options;
     const Strategy expected_strategy = strategy_for(b.key, o);
@@ -86,10 +105,16 @@ class Checker {
                              : b.key.expert_parallel ? "options.expert_dp"
                                                      : "options.dp"));
     }
-    const bool sharded = b.strategy != Strategy::unpadded && b.num_shards.has_value();
-    const bool aligned = b.strategy != Strategy::unpadded;
+  }
 
-    // Buckets: contiguous from 0, non-empty, sizes divisible as the strategy requires.
+  bool sharded(const BufferLayout& b) const {
+    return b.strategy != Strategy::unpadded && b.num_shards.has_value() && *b.num_shards >= 1;
+  }
+
+  // Buckets: contiguous from 0, non-empty, sizes divisible as the strategy requires.
+  void check_buckets(std::size_t i) {
+    const BufferLayout& b = layout_.buffers[i];
+    const PlanOptions& o = layout_.options;
     std::int64_t expected_start = 0;
     for (std::size_t j = 0; j < b.buckets.size(); ++j) {
       const BucketRange& bucket = b.buckets[j];
@@ -98,9 +123,9 @@ class Checker {
         add(at(i, id), fmt::format("starts at {}, expected {} ({})", bucket.start, expected_start,
                                    j == 0 ? "the buffer's start" : "the previous bucket's end"));
       }
-      if (bucket.end <= bucket.start) {
+      if (bucket.start < 0 || bucket.end <= bucket.start) {
         add(at(i, id), fmt::format("is empty or reversed: [{}, {})", bucket.start, bucket.end));
-      } else if (sharded) {
+      } else if (sharded(b)) {
         const std::int64_t divisor = bucket_divisor(*b.num_shards, o.pad_for_high_nccl_busbw);
         if (bucket.size() % divisor != 0) {
           add(at(i, id), fmt::format("size {} is not a multiple of {} (bucket_divisor({}){})",
@@ -114,12 +139,19 @@ class Checker {
     if (b.numel != expected_numel) {
       add(at(i), fmt::format("numel is {}, but the last bucket ends at {}", b.numel, expected_numel));
     }
+  }
 
-    // Params: sorted, inside their bucket, aligned, disjoint, whole inside one shard.
-    std::vector<std::int64_t> bucket_params(b.buckets.size(), 0);
-    std::vector<std::int64_t> bucket_param_numel(b.buckets.size(), 0);
-    std::vector<std::int64_t> bucket_last_end(b.buckets.size(), 0);
-    std::vector<std::size_t> bucket_first_slot(b.buckets.size(), SIZE_MAX);
+  /// True when `bucket` is one the params may be placed in: well-formed, and cut into
+  /// shards of at least one element where the buffer is sharded.
+  bool usable(const BufferLayout& b, const BucketRange& bucket) const {
+    if (bucket.start < 0 || bucket.end <= bucket.start) return false;
+    return !sharded(b) || bucket.size() % *b.num_shards == 0;
+  }
+
+  // Params: sorted, inside their bucket, aligned, disjoint, whole inside one shard.
+  void check_params(std::size_t i, std::vector<BucketTally>& tallies) {
+    const BufferLayout& b = layout_.buffers[i];
+    const bool aligned = b.strategy != Strategy::unpadded;
     std::int64_t covered_until = 0;
     std::string_view covered_by;
     for (std::size_t k = 0; k < b.params.size(); ++k) {
@@ -129,7 +161,7 @@ class Checker {
                                                  "it (params must be sorted by start)",
                                                  p.start));
       }
-      if (p.end <= p.start) {
+      if (p.start < 0 || p.end <= p.start) {
         add(at(i, p.bucket, p.name), fmt::format("range [{}, {}) is empty", p.start, p.end));
         continue;
       }
@@ -138,8 +170,9 @@ class Checker {
             fmt::format("starts at {}, not a multiple of {}", p.start, kParamAlignment));
       }
       if (p.start < covered_until) {
-        add(at(i, p.bucket, p.name), fmt::format("[{}, {}) overlaps param \"{}\" (which ends at {})",
-                                                 p.start, p.end, covered_by, covered_until));
+        add(at(i, p.bucket, p.name), fmt::format("[{}, {}) overlaps param {} (which ends at {})",
+                                                 p.start, p.end, quoted(covered_by),
+                                                 covered_until));
       }
       if (p.end > covered_until) {
         covered_until = p.end;
@@ -151,11 +184,14 @@ class Checker {
                         b.buckets.size()));
         continue;
       }
-      const BucketRange& bucket = b.buckets[p.bucket];
+      const auto j = static_cast<std::size_t>(p.bucket);
+      const BucketRange& bucket = b.buckets[j];
       if (p.start < bucket.start || p.end > bucket.end) {
         add(at(i, p.bucket, p.name), fmt::format("[{}, {}) is not inside its bucket [{}, {})",
                                                  p.start, p.end, bucket.start, bucket.end));
-      } else if (b.strategy == Strategy::layerwise && sharded && bucket.size() % *b.num_shards == 0) {
+        continue;
+      }
+      if (b.strategy == Strategy::layerwise && sharded(b) && usable(b, bucket)) {
         const RankRange ranks = owner_ranks(bucket, *b.num_shards, p.start, p.end);
         if (ranks.first != ranks.last) {
           const std::int64_t shard = bucket.size() / *b.num_shards;
@@ -166,29 +202,44 @@ class Checker {
                           bucket.start + (ranks.first + 1) * shard));
         }
       }
-      ++bucket_params[p.bucket];
-      bucket_param_numel[p.bucket] += p.numel();
-      bucket_last_end[p.bucket] = std::max(bucket_last_end[p.bucket], p.end);
-      if (bucket_first_slot[p.bucket] == SIZE_MAX) bucket_first_slot[p.bucket] = k;
+      BucketTally& tally = tallies[j];
+      ++tally.params;
+      if (std::optional<std::int64_t> sum = checked_add(tally.param_numel, p.numel())) {
+        tally.param_numel = *sum;
+      } else {
+        tally.numel_overflows = true;
+      }
+      tally.last_end = std::max(tally.last_end, p.end);
+      if (tally.first_slot == SIZE_MAX) tally.first_slot = k;
     }
+  }
 
-    // numel_unpadded of each bucket and of the buffer.
-    std::int64_t total_unpadded = 0;
+  // numel_unpadded of each bucket and of the buffer.
+  void check_numel_unpadded(std::size_t i, const std::vector<BucketTally>& tallies) {
+    const BufferLayout& b = layout_.buffers[i];
+    std::optional<std::int64_t> total = 0;
     for (std::size_t j = 0; j < b.buckets.size(); ++j) {
       const BucketRange& bucket = b.buckets[j];
+      const BucketTally& tally = tallies[j];
       const auto id = static_cast<std::int64_t>(j);
-      total_unpadded += bucket.numel_unpadded;
-      if (bucket_params[j] == 0) {
+      if (total) total = checked_add(*total, bucket.numel_unpadded);
+      if (tally.params == 0) {
         add(at(i, id), "holds no param");
         continue;
       }
-      std::int64_t expected = bucket_param_numel[j];
+      if (tally.numel_overflows) continue;  // its params overlap, as reported above
+      std::int64_t expected = tally.param_numel;
       std::string why = "the sum of its params' numels";
       if (b.strategy == Strategy::sequential_dp) {
-        expected = bucket_last_end[j] - bucket.start;
+        expected = tally.last_end - bucket.start;
         why = "its last param's end minus its start";
-        if (closed_by_shared_embedding(b, j, bucket_last_end[j], bucket_first_slot)) {
-          expected = align_param_start(bucket_last_end[j]) - bucket.start;
+        // A shared embedding may close the bucket at the aligned start it would have taken.
+        const std::optional<std::int64_t> aligned_end = checked_add(tally.last_end, 63);
+        const std::int64_t rounded =
+            aligned_end ? align_param_start(tally.last_end) - bucket.start : expected;
+        const std::optional<bool> closed = closed_by_shared_embedding(b, j, tallies);
+        if (closed.value_or(bucket.numel_unpadded == rounded) && rounded != expected) {
+          expected = rounded;
           why += ", rounded up to 64 as a shared embedding closed it";
         }
       }
@@ -197,26 +248,27 @@ class Checker {
                                    expected, why));
       }
     }
-    if (b.numel_unpadded != total_unpadded) {
+    if (!total) {
+      add(at(i), "numel_unpadded of its buckets add up to more than 64 bits hold");
+    } else if (b.numel_unpadded != *total) {
       add(at(i), fmt::format("numel_unpadded is {}, expected {} (the sum over its buckets)",
-                             b.numel_unpadded, total_unpadded));
+                             b.numel_unpadded, *total));
     }
-
-    check_backprop_order(i);
   }
 
   // strategies.md section 3, step 2: a shared embedding closes the open bucket at the aligned
   // start it would have taken, unless the bucket was already closed by its size or is itself
-  // a shared embedding's.
-  bool closed_by_shared_embedding(const BufferLayout& b, std::size_t j, std::int64_t last_end,
-                                  const std::vector<std::size_t>& first_slot) const {
-    if (j + 1 >= b.buckets.size() || first_slot[j + 1] == SIZE_MAX) return false;
-    const Param* next = manifest_param(b.params[first_slot[j + 1]].name);
+  // a shared embedding's. Unknown (nullopt) without the manifest.
+  std::optional<bool> closed_by_shared_embedding(const BufferLayout& b, std::size_t j,
+                                                 const std::vector<BucketTally>& tallies) const {
+    if (j + 1 >= b.buckets.size() || tallies[j + 1].first_slot == SIZE_MAX) return false;
+    if (manifest_ == nullptr) return std::nullopt;
+    const Param* next = manifest_param(b.params[tallies[j + 1].first_slot].name);
     if (next == nullptr || !next->shared_embedding) return false;
     const std::optional<std::int64_t>& size = layout_.options.bucket_size;
-    if (size && last_end - b.buckets[j].start >= *size) return false;
-    for (std::size_t k = first_slot[j]; k < b.params.size() && b.params[k].bucket ==
-                                                                    static_cast<std::int64_t>(j);
+    if (size && tallies[j].last_end - b.buckets[j].start >= *size) return false;
+    const auto id = static_cast<std::int64_t>(j);
+    for (std::size_t k = tallies[j].first_slot; k < b.params.size() && b.params[k].bucket == id;
          ++k) {
       const Param* p = manifest_param(b.params[k].name);
       if (p != nullptr && p->shared_embedding) return false;
@@ -239,15 +291,16 @@ class Checker {
       const ParamSlot& p = b.params[order[n].second];
       if (p.bucket < earlier.bucket) {
         add(at(i, p.bucket, p.name),
-            fmt::format("is in bucket {}, but \"{}\", which comes before it in backprop order, "
+            fmt::format("is in bucket {}, but {}, which comes before it in backprop order, "
                         "is in bucket {} (bucket ids must not decrease along backprop order)",
-                        p.bucket, earlier.name, earlier.bucket));
+                        p.bucket, quoted(earlier.name), earlier.bucket));
       }
     }
   }
 
-  // Every manifest param exactly once, with its numel, key and index; nothing else.
-  void check_coverage() {
+  // Every name once; with the manifest, every manifest param exactly once, with its numel,
+  // key and index, and nothing else.
+  void check_names() {
     std::unordered_map<std::string_view, SlotRef> seen;
     for (std::size_t i = 0; i < layout_.buffers.size(); ++i) {
       const BufferLayout& b = layout_.buffers[i];
@@ -255,22 +308,22 @@ class Checker {
         const ParamSlot& p = b.params[k];
         auto [it, inserted] = seen.try_emplace(p.name, SlotRef{i, k});
         if (!inserted) {
+          const ParamSlot& first = layout_.buffers[it->second.buffer].params[it->second.slot];
           add(at(i, p.bucket, p.name),
-              fmt::format("appears twice (also in {} at [{}, {}))",
-                          buffer_name(it->second.buffer, layout_.buffers[it->second.buffer]),
-                          layout_.buffers[it->second.buffer].params[it->second.slot].start,
-                          layout_.buffers[it->second.buffer].params[it->second.slot].end));
-        } else if (manifest_param(p.name) == nullptr) {
+              fmt::format("appears twice (also in {} at [{}, {}))", at(it->second.buffer),
+                          first.start, first.end));
+        } else if (manifest_ != nullptr && manifest_param(p.name) == nullptr) {
           add(at(i, p.bucket, p.name), "is not in the manifest");
         }
       }
     }
-    for (const BufferGroup& group : group_params(manifest_, layout_.options)) {
+    if (manifest_ == nullptr) return;
+    for (const BufferGroup& group : group_params(*manifest_, layout_.options)) {
       for (std::size_t n = 0; n < group.params.size(); ++n) {
-        const Param& param = manifest_.params[group.params[n]];
+        const Param& param = manifest_->params[group.params[n]];
         auto it = seen.find(param.name);
         if (it == seen.end()) {
-          add(fmt::format("param \"{}\"", param.name),
+          add("param " + quoted(param.name),
               fmt::format("is in the manifest but missing from the layout (it belongs in a {} "
                           "buffer)",
                           describe(group.key)));
@@ -296,10 +349,14 @@ class Checker {
     }
   }
 
-  // One buffer per key, in the order keys first appear in the manifest.
-  void check_buffer_order() {
+  // One buffer per key; with the manifest, in the order keys first appear in it.
+  void check_buffer_keys() {
     std::vector<BufferKey> expected;
-    for (const BufferGroup& g : group_params(manifest_, layout_.options)) expected.push_back(g.key);
+    if (manifest_ != nullptr) {
+      for (const BufferGroup& g : group_params(*manifest_, layout_.options)) {
+        expected.push_back(g.key);
+      }
+    }
     std::vector<BufferKey> actual;
     for (std::size_t i = 0; i < layout_.buffers.size(); ++i) {
       const BufferKey& key = layout_.buffers[i].key;
@@ -308,10 +365,12 @@ class Checker {
         continue;
       }
       actual.push_back(key);
-      if (std::find(expected.begin(), expected.end(), key) == expected.end()) {
+      if (manifest_ != nullptr &&
+          std::find(expected.begin(), expected.end(), key) == expected.end()) {
         add(at(i), "no manifest param has this key under the recorded options");
       }
     }
+    if (manifest_ == nullptr) return;
     std::vector<BufferKey> common;
     for (const BufferKey& key : expected) {
       if (std::find(actual.begin(), actual.end(), key) != actual.end()) common.push_back(key);
@@ -326,85 +385,31 @@ class Checker {
   }
 
   const Layout& layout_;
-  const Manifest& manifest_;
+  const Manifest* manifest_;
   std::unordered_map<std::string_view, std::size_t> manifest_position_;
   std::vector<Violation> violations_;
 };
 
 }  // namespace
 
-RankRange owner_ranks(const BucketRange& bucket, std::int64_t num_shards, std::int64_t start,
-                      std::int64_t end) {
-  const std::int64_t shard = bucket.size() / num_shards;
-  return {(start - bucket.start) / shard, (end - 1 - bucket.start) / shard};
+std::vector<Violation> check_structure(const Layout& layout) {
+  return Checker(layout, nullptr).run();
+}
+
+Result<void> validate_structure(const Layout& layout) {
+  const std::vector<Violation> violations = check_structure(layout);
+  if (violations.empty()) return {};
+  const std::string more =
+      violations.size() == 1
+          ? std::string()
+          : fmt::format(" (and {} more; paramlayout check lists them all)", violations.size() - 1);
+  return Error{fmt::format("{}: not a valid layout: {}{}",
+                           layout.source.empty() ? "layout" : layout.source,
+                           violations.front().message(), more)};
 }
 
 std::vector<Violation> check_layout(const Layout& layout, const Manifest& manifest) {
-  return Checker(layout, manifest).run();
-}
-
-std::vector<Violation> compare_with_replan(const Layout& layout, const Manifest& manifest) {
-  std::vector<Violation> out;
-  Result<Layout> fresh = plan(manifest, layout.options);
-  if (!fresh) {
-    out.push_back({"", "the manifest cannot be planned again: " + fresh.error().message});
-    return out;
-  }
-  auto find_buffer = [](const Layout& l, const BufferKey& key) -> const BufferLayout* {
-    for (const BufferLayout& b : l.buffers) {
-      if (b.key == key) return &b;
-    }
-    return nullptr;
-  };
-  for (std::size_t i = 0; i < layout.buffers.size(); ++i) {
-    const BufferLayout& b = layout.buffers[i];
-    const std::string where = buffer_name(i, b);
-    const BufferLayout* want = find_buffer(*fresh, b.key);
-    if (want == nullptr) {
-      out.push_back({where, "a fresh plan has no buffer with this key"});
-      continue;
-    }
-    if (b.numel != want->numel || b.numel_unpadded != want->numel_unpadded) {
-      out.push_back({where, fmt::format("numel {} (unpadded {}), a fresh plan gives {} ({})",
-                                        b.numel, b.numel_unpadded, want->numel,
-                                        want->numel_unpadded)});
-    }
-    for (std::size_t j = 0; j < std::max(b.buckets.size(), want->buckets.size()); ++j) {
-      const BucketRange* have = j < b.buckets.size() ? &b.buckets[j] : nullptr;
-      const BucketRange* fresh_bucket = j < want->buckets.size() ? &want->buckets[j] : nullptr;
-      auto text = [](const BucketRange* r) {
-        return r ? fmt::format("[{}, {}) unpadded {}", r->start, r->end, r->numel_unpadded)
-                 : std::string("absent");
-      };
-      if (!have || !fresh_bucket || !(*have == *fresh_bucket)) {
-        out.push_back({fmt::format("{}, bucket {}", where, j),
-                       fmt::format("is {}, a fresh plan gives {}", text(have), text(fresh_bucket))});
-      }
-    }
-    std::unordered_map<std::string_view, const ParamSlot*> fresh_slots;
-    for (const ParamSlot& p : want->params) fresh_slots.emplace(p.name, &p);
-    for (const ParamSlot& p : b.params) {
-      auto it = fresh_slots.find(p.name);
-      if (it == fresh_slots.end()) {
-        out.push_back({fmt::format("{}, param \"{}\"", where, p.name),
-                       "a fresh plan puts it in another buffer or nowhere"});
-      } else if (!(p == *it->second)) {
-        const ParamSlot& f = *it->second;
-        out.push_back({fmt::format("{}, param \"{}\"", where, p.name),
-                       fmt::format("is at [{}, {}) in bucket {} (index {}), a fresh plan puts it "
-                                   "at [{}, {}) in bucket {} (index {})",
-                                   p.start, p.end, p.bucket, p.index, f.start, f.end, f.bucket,
-                                   f.index)});
-      }
-    }
-  }
-  for (const BufferLayout& want : fresh->buffers) {
-    if (find_buffer(layout, want.key) == nullptr) {
-      out.push_back({"", fmt::format("a fresh plan has a {} buffer the layout lacks",
-                                     describe(want.key))});
-    }
-  }
-  return out;
+  return Checker(layout, &manifest).run();
 }
 
 }  // namespace paramlayout

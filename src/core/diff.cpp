@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 #include "json_writer.hpp"
+#include "paramlayout/check.hpp"
 #include "paramlayout/text.hpp"
 
 namespace paramlayout {
@@ -34,13 +36,76 @@ Placement placement(const Located& at) {
           owners_of(*at.buffer, *at.slot)};
 }
 
-// Elements e in [0, numel) whose owning rank differs between the two placements: the owner
-// is a step function of e in each, so walk the union of their steps.
-std::int64_t elements_changing_owner(const Located& a, const Located& b) {
-  struct Steps {
-    std::int64_t base = 0;   // offset of element 0 from the bucket start
-    std::int64_t shard = 0;  // 0: replicated
+/// Where a param's elements go in one layout: element e is owned by rank (base + e) / shard.
+struct Steps {
+  std::int64_t base = 0;   ///< offset of element 0 from the bucket start
+  std::int64_t shard = 0;  ///< 0: replicated on every rank
+};
+
+__extension__ using Wide = __int128;
+
+Wide floor_div(Wide a, Wide b) {  // b > 0
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+/// Sum over integer r in [from, to] of f(r * delta - c), where f is the overlap of rank r's
+/// two element ranges as a function of their offset d: 0 up to -sx, rising to min(sx, sy),
+/// flat, falling to 0 at sy.
+Wide sum_overlaps(Wide from, Wide to, Wide sx, Wide sy, Wide delta, Wide c) {
+  if (from > to) return 0;
+  const auto f = [&](Wide d) {
+    return std::max<Wide>(0, std::min(sx - std::max<Wide>(-d, 0), sy - std::max<Wide>(d, 0)));
   };
+  if (delta == 0) return (to - from + 1) * f(-c);
+  // Pieces [lo, hi) of d on which f = alpha + beta * d.
+  const Wide p1 = std::min<Wide>(0, sy - sx);
+  const Wide p2 = std::max<Wide>(0, sy - sx);
+  const struct {
+    Wide lo, hi, alpha, beta;
+  } pieces[] = {{-sx, p1, sx, 1}, {p1, p2, std::min(sx, sy), 0}, {p2, sy, sy, -1}};
+  Wide total = 0;
+  for (const auto& piece : pieces) {
+    if (piece.lo >= piece.hi) continue;
+    // The r with lo <= r * delta - c < hi.
+    Wide first = 0;
+    Wide last = 0;
+    if (delta > 0) {
+      first = -floor_div(-(piece.lo + c), delta);  // ceil
+      last = -floor_div(-(piece.hi + c), delta) - 1;
+    } else {
+      first = floor_div(-(piece.hi + c), -delta) + 1;
+      last = floor_div(-(piece.lo + c), -delta);
+    }
+    first = std::max(first, from);
+    last = std::min(last, to);
+    if (first > last) continue;
+    const Wide count = last - first + 1;
+    const Wide sum_r = (first + last) * count / 2;
+    total += count * (piece.alpha - piece.beta * c) + piece.beta * delta * sum_r;
+  }
+  return total;
+}
+
+/// Elements e in [0, n) that ranks x and y agree on owning, in closed form: time does not
+/// grow with the number of ranks a param spans.
+std::int64_t elements_keeping_owner(const Steps& x, const Steps& y, std::int64_t n) {
+  const Wide bx = x.base, by = y.base, sx = x.shard, sy = y.shard;
+  const Wide lo = std::max(bx / sx, by / sy);
+  const Wide hi = std::min((bx + n - 1) / sx, (by + n - 1) / sy);
+  if (lo > hi) return 0;
+  // Rank r owns [r * s - b, (r + 1) * s - b) of the param in each, cut to [0, n) at the ends.
+  const auto overlap = [&](Wide r) {
+    const Wide start = std::max<Wide>({0, r * sx - bx, r * sy - by});
+    const Wide end = std::min<Wide>({n, (r + 1) * sx - bx, (r + 1) * sy - by});
+    return std::max<Wide>(0, end - start);
+  };
+  Wide same = overlap(lo);
+  if (hi > lo) same += overlap(hi) + sum_overlaps(lo + 1, hi - 1, sx, sy, sx - sy, bx - by);
+  return static_cast<std::int64_t>(same);
+}
+
+// Elements of a param whose owning rank differs between the two placements.
+std::int64_t elements_changing_owner(const Located& a, const Located& b) {
   auto steps = [](const Located& l) {
     Steps s;
     if (!owners_of(*l.buffer, *l.slot)) return s;
@@ -52,22 +117,14 @@ std::int64_t elements_changing_owner(const Located& a, const Located& b) {
   const Steps x = steps(a);
   const Steps y = steps(b);
   const std::int64_t numel = a.slot->numel();
-  auto owner = [](const Steps& s, std::int64_t e) { return s.shard ? (s.base + e) / s.shard : -1; };
-  auto next_step = [numel](const Steps& s, std::int64_t e) {
-    return s.shard ? ((s.base + e) / s.shard + 1) * s.shard - s.base : numel;
-  };
-  std::int64_t changed = 0;
-  for (std::int64_t e = 0; e < numel;) {
-    const std::int64_t until = std::min({numel, next_step(x, e), next_step(y, e)});
-    if (owner(x, e) != owner(y, e)) changed += until - e;
-    e = until;
-  }
-  return changed;
+  if (x.shard == 0 || y.shard == 0) return x.shard == y.shard ? 0 : numel;
+  return numel - elements_keeping_owner(x, y, numel);
 }
 
 BufferFigures figures(const BufferLayout& b) {
+  // Valid buffers' params are disjoint and inside them, so their numels add up.
   return {static_cast<std::int64_t>(b.params.size()), static_cast<std::int64_t>(b.buckets.size()),
-          b.numel, b.numel - b.param_numel(), b.num_shards};
+          b.numel, b.numel - b.param_numel().value_or(0), b.num_shards};
 }
 
 bool same_contract(const BufferLayout& a, const BufferLayout& b) {
@@ -75,11 +132,24 @@ bool same_contract(const BufferLayout& a, const BufferLayout& b) {
          a.numel_unpadded == b.numel_unpadded && a.buckets == b.buckets && a.params == b.params;
 }
 
-RankBytes rank_bytes(const Layout& l) {
+Error too_large(const Layout& l, std::string_view what) {
+  return Error{fmt::format("{}: {} more than {}, the most a 64-bit figure holds: too large",
+                           l.source.empty() ? "layout" : l.source, what,
+                           group_digits(std::numeric_limits<std::int64_t>::max()))};
+}
+
+Result<RankBytes> rank_bytes(const Layout& l) {
   RankBytes r;
   for (const BufferLayout& b : l.buffers) {
-    r.params += static_cast<double>(b.numel) * dtype_bytes(b.key.param_dtype);
-    r.grads += static_cast<double>(b.numel) * dtype_bytes(b.key.grad_dtype);
+    const auto add = [&](std::int64_t& total, DType dtype) {
+      const std::optional<std::int64_t> bytes = checked_mul(b.numel, dtype_bytes(dtype));
+      const std::optional<std::int64_t> sum = bytes ? checked_add(total, *bytes) : std::nullopt;
+      if (sum) total = *sum;
+      return sum.has_value();
+    };
+    if (!add(r.params, b.key.param_dtype) || !add(r.grads, b.key.grad_dtype)) {
+      return too_large(l, "the bytes per rank of its buffers add up to");
+    }
   }
   return r;
 }
@@ -160,7 +230,9 @@ std::string LayoutDiff::verdict() const {
   return out;
 }
 
-LayoutDiff diff_layouts(const Layout& before, const Layout& after) {
+Result<LayoutDiff> diff_layouts(const Layout& before, const Layout& after) {
+  if (Result<void> valid = validate_structure(before); !valid) return valid.error();
+  if (Result<void> valid = validate_structure(after); !valid) return valid.error();
   LayoutDiff d;
   std::unordered_map<std::string_view, Located> old_slots;
   for (const BufferLayout& b : before.buffers) {
@@ -181,7 +253,12 @@ LayoutDiff diff_layouts(const Layout& before, const Layout& after) {
       c.resized = was.slot->numel() != p.numel();
       c.moved = !c.resized && (was.buffer->key != b.key || was.slot->start != p.start);
       c.owner_changed = c.before->owners != c.after->owners;
-      if (!c.resized) d.owner_changed_elements += elements_changing_owner(was, now);
+      if (!c.resized) {
+        const std::optional<std::int64_t> sum =
+            checked_add(d.owner_changed_elements, elements_changing_owner(was, now));
+        if (!sum) return too_large(after, "the elements that change owner add up to");
+        d.owner_changed_elements = *sum;
+      }
       if (c.resized || c.moved || c.owner_changed) d.changes.push_back(c);
     }
   }
@@ -208,8 +285,12 @@ LayoutDiff diff_layouts(const Layout& before, const Layout& after) {
       d.buffers.push_back({b.key, figures(b), std::nullopt, true});
     }
   }
-  d.bytes_before = rank_bytes(before);
-  d.bytes_after = rank_bytes(after);
+  Result<RankBytes> bytes_before = rank_bytes(before);
+  if (!bytes_before) return bytes_before.error();
+  Result<RankBytes> bytes_after = rank_bytes(after);
+  if (!bytes_after) return bytes_after.error();
+  d.bytes_before = *bytes_before;
+  d.bytes_after = *bytes_after;
   return d;
 }
 
@@ -235,10 +316,10 @@ std::string diff_to_json(const LayoutDiff& d) {
   names("owner_changed", [](const ParamChange& c) { return c.owner_changed; });
   w.raw(",\n  \"owner_changed_elements\": ").integer(d.owner_changed_elements);
   w.raw(",\n  \"bytes_per_rank\": {\"before\": {\"params\": ")
-      .integer(static_cast<std::int64_t>(d.bytes_before.params))
-      .raw(", \"grads\": ").integer(static_cast<std::int64_t>(d.bytes_before.grads))
-      .raw("}, \"after\": {\"params\": ").integer(static_cast<std::int64_t>(d.bytes_after.params))
-      .raw(", \"grads\": ").integer(static_cast<std::int64_t>(d.bytes_after.grads)).raw("}}");
+      .integer(d.bytes_before.params)
+      .raw(", \"grads\": ").integer(d.bytes_before.grads)
+      .raw("}, \"after\": {\"params\": ").integer(d.bytes_after.params)
+      .raw(", \"grads\": ").integer(d.bytes_after.grads).raw("}}");
   w.raw(",\n  \"buffers\": [");
   const char* sep = "\n    ";
   for (const BufferChange& b : d.buffers) {

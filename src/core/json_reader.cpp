@@ -3,11 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 namespace paramlayout::json {
 namespace {
+
+/// simdjson's limit on nested arrays and objects.
+constexpr std::size_t kMaxDepth = simdjson::DEFAULT_MAX_DEPTH;
 
 void append_pointer_token(std::string& out, std::string_view token) {
   out += '/';
@@ -33,12 +37,16 @@ class ProblemFinder : public nlohmann::json_sax<nlohmann::json> {
   bool boolean(bool) override { return value(); }
   bool number_integer(number_integer_t) override { return value(); }
   bool number_unsigned(number_unsigned_t) override { return value(); }
-  bool number_float(number_float_t, const string_t& text) override {
+  bool number_float(number_float_t value, const string_t& text) override {
     if (text.find_first_of(".eE") == string_t::npos) {
-      problem = fmt::format("{}: integer out of 64-bit range: {}", pointer(), text);
+      problem = located("integer out of 64-bit range: " + excerpt(text));
       return false;
     }
-    return value();
+    if (!std::isfinite(value)) {
+      problem = located("number out of range: " + excerpt(text));
+      return false;
+    }
+    return this->value();
   }
   bool string(string_t&) override { return value(); }
   bool binary(binary_t&) override { return value(); }
@@ -56,18 +64,28 @@ class ProblemFinder : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool end_array() override { return close(); }
-  bool parse_error(std::size_t, const std::string&,
+  bool parse_error(std::size_t, const std::string& token,
                    const nlohmann::detail::exception& ex) override {
+    constexpr int kNumberOverflow = 406;
+    if (ex.id == kNumberOverflow) {
+      problem = located("number out of range: " + excerpt(token));
+      return false;
+    }
     std::string_view what = ex.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 11: syntax error ..."
+    // "[json.exception.parse_error.101] parse error at line 1, column 11: syntax error ...
+    // last read: '<token>'": the token may be a whole (long) string, so only its end is kept.
     if (auto pos = what.find("] "); pos != std::string_view::npos) what.remove_prefix(pos + 2);
     if (what.starts_with("parse error at ")) what.remove_prefix(15);
-    for (unsigned char c : what) {
-      if (c >= 0x20 && c < 0x7f) {
-        problem += static_cast<char>(c);
-      } else {
-        problem += fmt::format("\\x{:02x}", c);
-      }
+    constexpr std::string_view kLastRead = "; last read: '";
+    const std::size_t last_read = what.find(kLastRead);
+    problem = excerpt(what.substr(0, last_read), 2 * kMaxExcerpt);
+    if (last_read != std::string_view::npos) {
+      std::string_view read = what.substr(last_read + kLastRead.size());
+      if (read.ends_with('\'')) read.remove_suffix(1);
+      constexpr std::size_t kKept = 40;
+      const bool cut = read.size() > kKept;
+      if (cut) read.remove_prefix(read.size() - kKept);
+      problem += fmt::format("{}{}{}'", kLastRead, cut ? "..." : "", excerpt(read));
     }
     return false;
   }
@@ -86,15 +104,75 @@ class ProblemFinder : public nlohmann::json_sax<nlohmann::json> {
     frames_.pop_back();
     return value();
   }
+  /// `what` after the JSON pointer of the value being read.
+  std::string located(const std::string& what) const {
+    const std::string at = pointer();
+    return at.empty() ? what : at + ": " + what;
+  }
+  /// The JSON pointer of the value being read.
   std::string pointer() const {
     std::string out;
     for (const Frame& f : frames_) {
       append_pointer_token(out, f.object ? f.key : std::to_string(f.index));
     }
-    return out;
+    return excerpt(out);
   }
   std::vector<Frame> frames_;
 };
+
+/// "line 3, column 7" of byte `offset` (both from 1, columns in bytes).
+std::string location(std::string_view text, std::size_t offset) {
+  const std::string_view before = text.substr(0, offset);
+  const auto line = std::count(before.begin(), before.end(), '\n') + 1;
+  const std::size_t line_start = before.rfind('\n');
+  const std::size_t column =
+      line_start == std::string_view::npos ? offset + 1 : offset - line_start;
+  return fmt::format("line {}, column {}", line, column);
+}
+
+/// Where nesting first goes deeper than `max_depth` (strings skipped), or npos.
+std::size_t too_deep_at(std::string_view text, std::size_t max_depth) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
+/// What is wrong with a text simdjson rejected with `code`, and where.
+std::string syntax_problem(std::string_view text, simdjson::error_code code) {
+  if (text.starts_with("\xEF\xBB\xBF")) {
+    return "starts with a UTF-8 byte order mark (bytes EF BB BF), which JSON text must not "
+           "have; save the file without it";
+  }
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return fmt::format("{}: a NUL byte, which JSON text never holds (a binary or damaged file?)",
+                       location(text, nul));
+  }
+  if (code == simdjson::DEPTH_ERROR) {
+    const std::size_t at = too_deep_at(text, kMaxDepth);
+    return fmt::format("{}nesting deeper than {} arrays and objects",
+                       at == std::string_view::npos ? "" : location(text, at) + ": ", kMaxDepth);
+  }
+  ProblemFinder finder;
+  nlohmann::json::sax_parse(text, &finder);
+  if (!finder.problem.empty()) return finder.problem;
+  return fmt::format("not valid JSON ({})", simdjson::error_message(code));
+}
 
 }  // namespace
 
@@ -112,11 +190,9 @@ std::string Path::pointer() const {
 }
 
 bool Reader::parse(std::string_view text) {
-  if (parser_.parse(text.data(), text.size()).get(root_) == simdjson::SUCCESS) return true;
-  ProblemFinder finder;
-  nlohmann::json::sax_parse(text, &finder);
-  if (finder.problem.empty()) finder.problem = "not valid JSON";
-  error_ = Error{fmt::format("{}: {}", source_, finder.problem)};
+  const simdjson::error_code code = parser_.parse(text.data(), text.size()).get(root_);
+  if (code == simdjson::SUCCESS) return true;
+  error_ = Error{fmt::format("{}: {}", source_, syntax_problem(text, code))};
   return false;
 }
 
@@ -134,12 +210,8 @@ std::string Reader::describe(Element e) {
       return "an array";
     case simdjson::dom::element_type::OBJECT:
       return "an object";
-    default: {
-      std::string text = simdjson::minify(e);
-      constexpr std::size_t kMax = 60;
-      if (text.size() > kMax) text = text.substr(0, kMax - 3) + "...";
-      return text;
-    }
+    default:
+      return excerpt(simdjson::minify(e), 60);
   }
 }
 
@@ -223,7 +295,7 @@ void check_schema_id(Reader& reader, Element value, const Path& path, std::strin
     if (major == "1" && minor_ok) return;
     if (is_number(major) && major != "1" && minor_ok) {
       reader.fail(path, fmt::format("unsupported version \"{}\": this paramlayout reads {}/v1",
-                                    id, format));
+                                    excerpt(id), format));
       return;
     }
   }
@@ -233,7 +305,7 @@ void check_schema_id(Reader& reader, Element value, const Path& path, std::strin
                        other_format.substr(other_format.find('.') + 1),
                        format.substr(format.find('.') + 1));
   }
-  reader.fail(path, fmt::format("expected \"{}/v1\", got \"{}\"{}", format, id, hint));
+  reader.fail(path, fmt::format("expected \"{}/v1\", got \"{}\"{}", format, excerpt(id), hint));
 }
 
 }  // namespace paramlayout::json

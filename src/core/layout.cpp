@@ -37,9 +37,12 @@ std::string describe(const BufferKey& key) {
   return out;
 }
 
-std::int64_t BufferLayout::param_numel() const {
-  std::int64_t total = 0;
-  for (const ParamSlot& p : params) total += p.numel();
+std::optional<std::int64_t> BufferLayout::param_numel() const {
+  std::optional<std::int64_t> total = 0;
+  for (const ParamSlot& p : params) {
+    total = checked_add(*total, p.numel());
+    if (!total) break;
+  }
   return total;
 }
 
@@ -60,6 +63,12 @@ std::int64_t bucket_divisor(std::int64_t dp, bool pad_for_high_nccl_busbw) {
 
 std::int64_t shard_divisor(std::int64_t dp, bool pad_for_high_nccl_busbw) {
   return std::lcm(kParamAlignment, bucket_divisor(dp, pad_for_high_nccl_busbw) / dp);
+}
+
+RankRange owner_ranks(const BucketRange& bucket, std::int64_t num_shards, std::int64_t start,
+                      std::int64_t end) {
+  const std::int64_t shard = bucket.size() / num_shards;
+  return {(start - bucket.start) / shard, (end - 1 - bucket.start) / shard};
 }
 
 }  // namespace paramlayout

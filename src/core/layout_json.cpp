@@ -1,7 +1,5 @@
 #include "paramlayout/layout_json.hpp"
 
-#include <fmt/format.h>
-
 #include <limits>
 
 #include "json_reader.hpp"
@@ -207,7 +205,7 @@ void read_buffer(json::Reader& r, json::Element value, const json::Path& path,
 
 }  // namespace
 
-std::string write_layout_json(const Layout& layout, const LayoutStats* stats) {
+std::string write_layout_json(const Layout& layout, std::string_view stats) {
   std::string text;
   std::size_t params = 0;
   for (const BufferLayout& b : layout.buffers) params += b.params.size() + b.buckets.size();
@@ -224,20 +222,7 @@ std::string write_layout_json(const Layout& layout, const LayoutStats* stats) {
       .raw(", \"grad_reduce_in_fp32\": ").boolean(o.grad_reduce_in_fp32)
       .raw(", \"pad_for_high_nccl_busbw\": ").boolean(o.pad_for_high_nccl_busbw)
       .raw(", \"packer\": \"").raw(to_string(o.packer)).raw("\"}");
-  if (stats != nullptr) {
-    w.raw(",\n  \"stats\": {\"param_elements\": ").integer(stats->param_elements)
-        .raw(", \"padding\": ").integer(stats->padding)
-        .raw(", \"floor_padding\": ").integer(stats->floor_padding)
-        .raw(", \"padding_percent\": ").raw(fmt::format("{:.4f}", stats->padding_percent()))
-        .raw(", \"floor_percent\": ").raw(fmt::format("{:.4f}", stats->floor_percent()))
-        .raw(", \"cost_imbalance\": ").raw(fmt::format("{:.6f}", stats->cost_imbalance))
-        .raw(", \"cost_imbalance_bound\": ")
-        .raw(fmt::format("{:.6f}", stats->cost_imbalance_bound))
-        .raw(", \"bytes_per_rank\": {\"params\": ").raw(fmt::format("{:.0f}", stats->param_bytes))
-        .raw(", \"grads\": ").raw(fmt::format("{:.0f}", stats->grad_bytes))
-        .raw(", \"optimizer\": ").raw(fmt::format("{:.0f}", stats->optimizer_bytes))
-        .raw("}}");
-  }
+  if (!stats.empty()) w.raw(",\n  \"stats\": ").raw(stats);
   w.raw(",\n  \"buffers\": [");
   const char* sep = "\n";
   for (const BufferLayout& buffer : layout.buffers) {
@@ -264,6 +249,7 @@ Result<Layout> parse_layout(std::string_view text, std::string_view source) {
 
   // Options first: buffers without a "strategy" take it from them.
   Layout layout;
+  layout.source = std::string(source);
   json::Element options;
   if (r.root().at_key("options").get(options) == simdjson::SUCCESS) {
     read_options(r, options, root.field("options"), layout.options);

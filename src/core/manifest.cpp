@@ -48,7 +48,7 @@ void read_shape(json::Reader& r, json::Element value, const json::Path& path, Pa
   }
   if (overflow) {
     r.fail(path, fmt::format("numel (the product of the dims [{}]) does not fit in 64 bits",
-                             fmt::join(param.shape, ", ")));
+                             excerpt(fmt::format("{}", fmt::join(param.shape, ", ")))));
   }
   param.numel = numel;
 }
@@ -143,8 +143,8 @@ void check_unique_names(json::Reader& r, const std::vector<Param>& params,
       const std::size_t other = table[slot] & 0xFFFFFFFF;
       if ((table[slot] & ~std::uint64_t{0xFFFFFFFF}) == tag && params[other].name == params[i].name) {
         r.fail(params_path.item(i).field("name"),
-               fmt::format("duplicate param name \"{}\" (first at /params/{})", params[i].name,
-                           other));
+               fmt::format("duplicate param name \"{}\" (first at /params/{})",
+                           excerpt(params[i].name), other));
         return;
       }
     }

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <optional>
 
+#include "paramlayout/check.hpp"
 #include "paramlayout/text.hpp"
 
 namespace paramlayout {
@@ -25,17 +27,19 @@ std::string escape(std::string_view text) {
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
-      default: out += c;
+      default:
+        // XML has no way to write most control characters, even escaped.
+        out += static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' ? '?' : c;
     }
   }
   return out;
 }
 
 /// The N of "layers.N." in a param name.
-std::optional<int> layer_of(std::string_view name) {
+std::optional<std::int64_t> layer_of(std::string_view name) {
   const std::size_t at = name.find("layers.");
   if (at == std::string_view::npos) return std::nullopt;
-  int layer = 0;
+  std::int64_t layer = 0;
   const char* begin = name.data() + at + 7;
   auto [end, error] = std::from_chars(begin, name.data() + name.size(), layer);
   if (error != std::errc() || end == begin) return std::nullopt;
@@ -43,9 +47,9 @@ std::optional<int> layer_of(std::string_view name) {
 }
 
 std::string colour_of(std::string_view name) {
-  const std::optional<int> layer = layer_of(name);
+  const std::optional<std::int64_t> layer = layer_of(name);
   if (!layer) return "#8a9bb0";
-  return fmt::format("hsl({},62%,{}%)", (*layer * 47) % 360, 52 + (*layer % 3) * 8);
+  return fmt::format("hsl({},62%,{}%)", *layer % 360 * 47 % 360, 52 + (*layer % 3) * 8);
 }
 
 /// Boxes merged in one bucket and shard: their vertical extent and how many params.
@@ -58,15 +62,16 @@ struct Merged {
 
 }  // namespace
 
-std::string render_svg(const Layout& layout) {
+Result<std::string> render_svg(const Layout& layout) {
+  if (Result<void> valid = validate_structure(layout); !valid) return valid.error();
   std::string body;
   double y = kMargin + 30;
   const double plot_width = kWidth - 2 * kMargin - 60;
-  int max_layer = -1;
+  std::int64_t max_layer = -1;
   for (std::size_t bi = 0; bi < layout.buffers.size(); ++bi) {
     const BufferLayout& b = layout.buffers[bi];
     const std::int64_t shards = b.num_shards.value_or(1);
-    const std::int64_t padding = b.numel - b.param_numel();
+    const std::int64_t padding = b.numel - b.param_numel().value_or(0);
     const double param_bytes = static_cast<double>(b.numel) * dtype_bytes(b.key.param_dtype);
     const double grad_bytes = static_cast<double>(b.numel) * dtype_bytes(b.key.grad_dtype);
     body += fmt::format(
@@ -95,46 +100,54 @@ std::string render_svg(const Layout& layout) {
           group_digits(b.buckets[j].size() - b.buckets[j].numel_unpadded));
       y += row_height[j] + 2;
     }
-    std::vector<Merged> merged(b.buckets.size() * static_cast<std::size_t>(shards));
+    // Boxes too small to see, by (bucket, shard): only where a param ends, so at most two
+    // per param, whatever the shard count.
+    std::map<std::pair<std::size_t, std::int64_t>, Merged> merged;
     for (const ParamSlot& p : b.params) {
-      if (const std::optional<int> layer = layer_of(p.name)) max_layer = std::max(max_layer, *layer);
-      const std::size_t j = static_cast<std::size_t>(p.bucket);
+      if (const std::optional<std::int64_t> layer = layer_of(p.name)) {
+        max_layer = std::max(max_layer, *layer);
+      }
+      const auto j = static_cast<std::size_t>(p.bucket);
       const BucketRange& bucket = b.buckets[j];
       const std::int64_t shard_size = bucket.size() / shards;
+      const double scale = row_height[j] / static_cast<double>(shard_size);
       const std::string colour = colour_of(p.name);
       const std::string title = escape(fmt::format("{} [{}, {})", p.name, p.start, p.end));
-      for (std::int64_t s = (p.start - bucket.start) / shard_size;
-           s < shards && bucket.start + s * shard_size < p.end; ++s) {
-        const std::int64_t from = std::max(p.start, bucket.start + s * shard_size);
-        const std::int64_t to = std::min(p.end, bucket.start + (s + 1) * shard_size);
-        const double scale = row_height[j] / static_cast<double>(shard_size);
-        const double top = row_top[j] + static_cast<double>(from - bucket.start - s * shard_size) * scale;
+      // Elements [from, to) of shard s, drawn across `count` shards' columns.
+      const auto box = [&](std::int64_t s, std::int64_t count, std::int64_t from, std::int64_t to) {
+        const std::int64_t shard_start = bucket.start + s * shard_size;
+        const double top = row_top[j] + static_cast<double>(from - shard_start) * scale;
         const double height = static_cast<double>(to - from) * scale;
         if (height < kMinBox) {
-          Merged& m = merged[j * static_cast<std::size_t>(shards) + static_cast<std::size_t>(s)];
+          Merged& m = merged[{j, s}];
           if (m.params == 0) {
             m.top = top;
             m.colour = colour;
           }
           m.bottom = std::max(m.bottom, top + height);
           ++m.params;
-          continue;
+          return;
         }
         body += fmt::format(
             "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\" "
             "stroke=\"#222\" stroke-width=\"0.3\"><title>{}</title></rect>\n",
-            kMargin + 60 + static_cast<double>(s) * column, top, std::max(column, 0.5), height,
-            colour, title);
-      }
+            kMargin + 60 + static_cast<double>(s) * column, top,
+            std::max(column * static_cast<double>(count), 0.5), height, colour, title);
+      };
+      // A param ends its first shard, fills the shards between (one box: they look alike)
+      // and starts its last.
+      const std::int64_t first = (p.start - bucket.start) / shard_size;
+      const std::int64_t last = (p.end - 1 - bucket.start) / shard_size;
+      const std::int64_t first_end = bucket.start + (first + 1) * shard_size;
+      box(first, 1, p.start, std::min(p.end, first_end));
+      if (last > first + 1) box(first + 1, last - first - 1, first_end, first_end + shard_size);
+      if (last > first) box(last, 1, bucket.start + last * shard_size, p.end);
     }
-    for (std::size_t k = 0; k < merged.size(); ++k) {
-      const Merged& m = merged[k];
-      if (m.params == 0) continue;
-      const std::size_t s = k % static_cast<std::size_t>(shards);
+    for (const auto& [cell, m] : merged) {
       body += fmt::format(
           "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\" "
           "stroke=\"none\"><title>{} small params</title></rect>\n",
-          kMargin + 60 + static_cast<double>(s) * column, m.top, std::max(column, 0.5),
+          kMargin + 60 + static_cast<double>(cell.second) * column, m.top, std::max(column, 0.5),
           std::max(m.bottom - m.top, kMinBox), m.colour, m.params);
     }
     y += 28;
@@ -147,10 +160,12 @@ std::string render_svg(const Layout& layout) {
       "<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"14\" fill=\"{}\"/>"
       "<text x=\"{}\" y=\"{}\" class=\"s\">not in a layer</text>\n",
       kMargin, y, kMargin + 20, y + 11, kMargin + 100, y, colour_of(""), kMargin + 120, y + 11);
-  const int shown = std::min(max_layer + 1, 12);
-  for (int i = 0; i < shown; ++i) {
-    const int layer = max_layer < 12 ? i : i * max_layer / 11;
-    const double x = kMargin + 240 + i * 78;
+  const std::int64_t shown = max_layer < 12 ? max_layer + 1 : 12;
+  for (std::int64_t i = 0; i < shown; ++i) {
+    // i * max_layer / 11, which fits whatever the layer numbers.
+    const std::int64_t layer =
+        max_layer < 12 ? i : i * (max_layer / 11) + i * (max_layer % 11) / 11;
+    const double x = kMargin + 240 + static_cast<double>(i) * 78;
     legend += fmt::format(
         "<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"14\" fill=\"{}\"/>"
         "<text x=\"{}\" y=\"{}\" class=\"s\">layer {}</text>\n",

@@ -1,12 +1,17 @@
 #include "paramlayout/stats.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <string_view>
 #include <unordered_map>
 
+#include "paramlayout/check.hpp"
 #include "paramlayout/costs.hpp"
+#include "paramlayout/text.hpp"
 
 namespace paramlayout {
 namespace {
@@ -29,12 +34,25 @@ double percent(std::int64_t part, std::int64_t whole) {
   return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
 
+/// `total` += `part`; false when the sum does not fit in 64 bits.
+bool add_to(std::int64_t& total, std::optional<std::int64_t> part) {
+  const std::optional<std::int64_t> sum = part ? checked_add(total, *part) : std::nullopt;
+  if (sum) total = *sum;
+  return sum.has_value();
+}
+
 }  // namespace
 
 double LayoutStats::padding_percent() const { return percent(padding, param_elements); }
 double LayoutStats::floor_percent() const { return percent(floor_padding, param_elements); }
 
-LayoutStats layout_stats(const Layout& layout, const Manifest& manifest) {
+Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest) {
+  if (Result<void> valid = validate_structure(layout); !valid) return valid.error();
+  const auto too_large = [&](std::string_view what) {
+    return Error{fmt::format("{}: {} more than {}, the most a 64-bit figure holds: too large",
+                             layout.source.empty() ? manifest.source : layout.source, what,
+                             group_digits(std::numeric_limits<std::int64_t>::max()))};
+  };
   std::unordered_map<std::string_view, const Param*> by_name;
   for (const Param& p : manifest.params) by_name.emplace(p.name, &p);
 
@@ -43,7 +61,7 @@ LayoutStats layout_stats(const Layout& layout, const Manifest& manifest) {
   std::map<std::int64_t, double> largest_by_shards;
   for (const BufferLayout& b : layout.buffers) {
     BufferStats& s = stats.buffers.emplace_back();
-    s.param_elements = b.param_numel();
+    s.param_elements = b.param_numel().value_or(0);  // fits: its params are disjoint
     s.padding = b.numel - s.param_elements;
     s.floor = b.numel;
     const std::int64_t shards = b.num_shards.value_or(1);
@@ -56,23 +74,32 @@ LayoutStats layout_stats(const Layout& layout, const Manifest& manifest) {
         s.largest_cost = std::max(s.largest_cost, static_cast<double>(cost));
       }
       for (const Cost cost : rank_costs(b, costs)) s.rank_cost.push_back(static_cast<double>(cost));
-      s.floor = std::max(s.param_elements, shards * largest);
+      // Fits: each layerwise param lies whole in one shard of a bucket.
+      s.floor = std::max(s.param_elements, checked_mul(shards, largest).value_or(b.numel));
       std::vector<double>& total = cost_by_shards[shards];
       total.resize(static_cast<std::size_t>(shards), 0.0);
       for (std::size_t r = 0; r < total.size(); ++r) total[r] += s.rank_cost[r];
       largest_by_shards[shards] = std::max(largest_by_shards[shards], s.largest_cost);
     }
-    const double owned = b.strategy == Strategy::unpadded
-                             ? static_cast<double>(b.numel)
-                             : static_cast<double>(b.numel) / static_cast<double>(shards);
-    s.optimizer_bytes_per_rank = owned * (b.key.layerwise ? 8.0 : 12.0);
+    // Sharded buffers hold whole shards: numel is a multiple of the shard count.
+    const std::int64_t owned = b.strategy == Strategy::unpadded ? b.numel : b.numel / shards;
+    const std::optional<std::int64_t> optimizer_bytes =
+        checked_mul(owned, b.key.layerwise ? 8 : 12);
+    if (!optimizer_bytes) return too_large("a buffer's optimizer state per rank takes");
+    s.optimizer_bytes_per_rank = *optimizer_bytes;
 
-    stats.param_elements += s.param_elements;
-    stats.padding += s.padding;
-    stats.floor_padding += s.floor - s.param_elements;
-    stats.param_bytes += static_cast<double>(b.numel) * dtype_bytes(b.key.param_dtype);
-    stats.grad_bytes += static_cast<double>(b.numel) * dtype_bytes(b.key.grad_dtype);
-    stats.optimizer_bytes += s.optimizer_bytes_per_rank;
+    if (!add_to(stats.param_elements, s.param_elements) || !add_to(stats.padding, s.padding) ||
+        !add_to(stats.floor_padding, s.floor - s.param_elements) ||
+        !checked_add(stats.param_elements, stats.padding)) {
+      return too_large("the buffers' elements add up to");
+    }
+    if (!add_to(stats.param_bytes, checked_mul(b.numel, dtype_bytes(b.key.param_dtype))) ||
+        !add_to(stats.grad_bytes, checked_mul(b.numel, dtype_bytes(b.key.grad_dtype))) ||
+        !add_to(stats.optimizer_bytes, s.optimizer_bytes_per_rank) ||
+        !checked_add(stats.param_bytes, stats.grad_bytes) ||
+        !checked_add(stats.param_bytes + stats.grad_bytes, stats.optimizer_bytes)) {
+      return too_large("the bytes per rank of params, grads and optimizer state add up to");
+    }
   }
   for (const auto& [shards, costs] : cost_by_shards) {
     const double mean = std::accumulate(costs.begin(), costs.end(), 0.0) /

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "paramlayout/hf_config.hpp"
 
 namespace paramlayout {
@@ -21,6 +23,7 @@ Result<SynthModel> synth_model(std::string_view config_text, std::string_view so
     return problem(fmt::format("--stage {} is not below --pp {}", options.stage, options.pp));
   }
   if (std::optional<std::string> p = split_problem(spec, split)) return problem("--" + *p);
+  if (std::optional<std::string> p = size_problem(spec, split)) return problem(*p);
 
   PipelineConfig pipeline;
   pipeline.num_layers = spec.num_layers();
@@ -32,6 +35,9 @@ Result<SynthModel> synth_model(std::string_view config_text, std::string_view so
 
   SynthModel model;
   static_cast<ModelChunk&>(model) = build_chunk(spec, split, placement);
+  if (model.numel() == std::numeric_limits<std::int64_t>::max()) {
+    return problem("the chunk's elements add up to more than 2^63: too large");
+  }
   model.architecture = hf->architecture;
   model.notes = std::move(hf->notes);
   model.parallel.tp = options.tp;

@@ -3,6 +3,7 @@
 // loops are instantiated per encoding (and per contributor count) so that the compiler
 // turns them into vector code: verifying is bound by memory bandwidth, not by dp.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -10,11 +11,14 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "backend.hpp"
+#include "paramlayout/layout.hpp"
+#include "paramlayout/text.hpp"
 
 namespace paramlayout::verify {
 namespace {
@@ -168,6 +172,18 @@ class CpuBackend final : public Backend {
   }
 
   Result<void> reserve(std::int64_t length) override {
+    // Send and receive buffers of `devices` blocks per device, 4 bytes an element at most.
+    std::optional<std::int64_t> total = checked_mul(length, 8 * devices_);
+    if (total) total = checked_mul(*total, devices_);
+    const auto memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<double>(::sysconf(_SC_PAGESIZE));
+    if (!total || static_cast<double>(*total) > memory) {
+      return Error{fmt::format(
+          "the cpu backend would need {} of buffers for blocks of {} elements on {} devices, "
+          "more than this machine's memory: lower --chunk-elements or --gpus",
+          total ? human_bytes(static_cast<double>(*total)) : std::string("over 8 EiB"),
+          length, devices_)};
+    }
     const auto bytes = static_cast<std::size_t>(devices_ * length) * 4;
     send_.clear();
     recv_.clear();

@@ -8,7 +8,10 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
+
+#include "paramlayout/text.hpp"
 
 namespace paramlayout::verify {
 namespace {
@@ -94,10 +97,12 @@ Result<void> run_data_pass(const Layout& layout, const Manifest& manifest, Backe
     manifest_position.emplace(manifest.params[i].name, static_cast<std::int64_t>(i));
   }
 
-  std::size_t total_buckets = 0;
+  VerifyProgress progress;
   std::int64_t largest_block = 1;
   for (const BufferLayout& b : layout.buffers) {
-    total_buckets += b.buckets.size();
+    progress.buckets += b.buckets.size();
+    // Fits: verify_layout refused a layout whose elements do not add up in 64 bits.
+    progress.elements += b.numel;
     for (const BucketRange& bucket : b.buckets) {
       const std::int64_t shards = b.num_shards.value_or(1);
       const std::int64_t g = std::gcd(shards, backend.devices());
@@ -108,8 +113,8 @@ Result<void> run_data_pass(const Layout& layout, const Manifest& manifest, Backe
                                        ? options.max_block_elements
                                        : backend.preferred_block_elements();
   if (Result<void> r = backend.reserve(std::min(largest_block, block_limit)); !r) return r;
+  if (options.progress) options.progress(progress);
 
-  std::size_t done = 0;
   for (std::size_t bi = 0; bi < layout.buffers.size(); ++bi) {
     const BufferLayout& b = layout.buffers[bi];
     std::vector<std::int64_t> param_ids(b.params.size());
@@ -194,13 +199,16 @@ Result<void> run_data_pass(const Layout& layout, const Manifest& manifest, Backe
             e.received = bits_text(m.received, round.encoding);
           }
         }
+        progress.elements_done += devices * length;
+        if (options.progress) options.progress(progress);
       }
       for (const auto& [param, rank] : bad_params) {
         out.incomplete_params.push_back(
             fmt::format("{} (rank {})", manifest.params[param].name, rank));
       }
       std::sort(out.incomplete_params.begin(), out.incomplete_params.end());
-      if (options.progress) options.progress(++done, total_buckets);
+      ++progress.buckets_done;
+      if (options.progress) options.progress(progress);
     }
   }
   return {};
@@ -225,6 +233,18 @@ Result<VerifyReport> verify_layout(const Layout& layout, const Manifest& manifes
   VerifyReport report;
   report.violations = check_layout(layout, manifest);
   if (!report.violations.empty()) return report;
+  std::optional<std::int64_t> elements = 0;
+  for (const BufferLayout& b : layout.buffers) {
+    if (elements) elements = checked_add(*elements, b.numel);
+  }
+  if (!elements || (options.max_elements > 0 && *elements > options.max_elements)) {
+    return Error{fmt::format(
+        "{}: the data pass would move {} elements, more than the limit of {} "
+        "(--max-elements raises it)",
+        layout.source.empty() ? "layout" : layout.source,
+        elements ? group_digits(*elements) : std::string("over 2^63"),
+        group_digits(options.max_elements))};
+  }
 
   std::unique_ptr<verify::Peers> solo;
   verify::Peers* peers = options.processes ? &options.processes->peers() : nullptr;

@@ -57,7 +57,7 @@ std::map<std::string, std::vector<std::int64_t>> element_owners(const Layout& l)
 TEST_SUITE("diff") {
   TEST_CASE("a layout is identical to itself") {
     const Layout l = plan_of(load("testdata/manifests/llama3-8b.json"), Strategy::layerwise, 8);
-    const LayoutDiff d = diff_layouts(l, l);
+    const LayoutDiff d = expect_ok(diff_layouts(l, l));
     CHECK(d.identical());
     CHECK(d.verdict() == "identical");
     const json j = json::parse(diff_to_json(d));
@@ -72,7 +72,7 @@ TEST_SUITE("diff") {
         plan_of(load("testdata/manifests/llama3-8b.json"), Strategy::sequential_dp, 16);
     const Layout after =
         plan_of(load("testdata/manifests/llama3-8b-33-layers.json"), Strategy::sequential_dp, 16);
-    const LayoutDiff d = diff_layouts(before, after);
+    const LayoutDiff d = expect_ok(diff_layouts(before, after));
     CHECK_FALSE(d.identical());
     const json j = json::parse(diff_to_json(d));
     CHECK(names(j.at("added")) == std::set<std::string>{
@@ -98,7 +98,7 @@ TEST_SUITE("diff") {
       CAPTURE(to_string(s));
       const Layout before = plan_of(m, s, 16);
       const Layout after = plan_of(m, Strategy::sequential_dp, 24);
-      const LayoutDiff d = diff_layouts(before, after);
+      const LayoutDiff d = expect_ok(diff_layouts(before, after));
 
       const auto old_owners = element_owners(before);
       const auto new_owners = element_owners(after);
@@ -121,8 +121,8 @@ TEST_SUITE("diff") {
 
   TEST_CASE("another strategy moves the Muon matrices into their own buffer") {
     const Manifest m = load("testdata/manifests/llama3-8b.json");
-    const LayoutDiff d = diff_layouts(plan_of(m, Strategy::sequential_dp, 8),
-                                      plan_of(m, Strategy::layerwise, 8));
+    const LayoutDiff d = expect_ok(
+        diff_layouts(plan_of(m, Strategy::sequential_dp, 8), plan_of(m, Strategy::layerwise, 8)));
     const json j = json::parse(diff_to_json(d));
     CHECK(names(j.at("moved")).count("decoder.layers.0.mlp.linear_fc1.weight"));
     REQUIRE(j.at("buffers").size() == 2);
@@ -136,8 +136,8 @@ TEST_SUITE("diff") {
     smaller.params.pop_back();            // output_layer.weight
     smaller.params[1].shape = {2048};     // a layer norm, half the size
     smaller.params[1].numel = 2048;
-    const LayoutDiff d = diff_layouts(plan_of(m, Strategy::sequential_dp, 8),
-                                      plan_of(smaller, Strategy::sequential_dp, 8));
+    const LayoutDiff d = expect_ok(diff_layouts(plan_of(m, Strategy::sequential_dp, 8),
+                                                plan_of(smaller, Strategy::sequential_dp, 8)));
     const json j = json::parse(diff_to_json(d));
     CHECK(names(j.at("removed")) == std::set<std::string>{"output_layer.weight"});
     CHECK(names(j.at("resized")) == std::set<std::string>{std::string(m.params[1].name)});

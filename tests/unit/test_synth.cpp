@@ -343,7 +343,7 @@ TEST_SUITE("synth") {
               .find("missing required key \"num_hidden_layers\" (for LlamaForCausalLM)") !=
           std::string::npos);
     CHECK(synth_error(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": -3})")
-              .find("config.json: /hidden_size: expected an integer in [1, 2147483647], got -3") == 0);
+              .find("config.json: /hidden_size: expected an integer in [1, 16777215], got -3") == 0);
     CHECK(synth_error(R"({"model_type": "llama"})").find("missing required key \"architectures\"") !=
           std::string::npos);
     CHECK(synth_error("{not json").find("config.json") == 0);

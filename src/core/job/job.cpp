@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "paramlayout/model_chunk.hpp"
 #include "paramlayout/plan.hpp"
 
@@ -40,6 +42,9 @@ Result<JobPlan> plan_job(const JobSpec& job) {
   if (std::optional<std::string> problem = split_problem(job.model, split)) {
     return Error{"the model cannot be split: " + *problem};
   }
+  if (std::optional<std::string> problem = size_problem(job.model, split)) {
+    return Error{"the model: " + *problem};
+  }
   Result<std::vector<ChunkPlacement>> placements = place_layers(job.pipeline);
   if (!placements) return placements.error();
 
@@ -56,6 +61,11 @@ Result<JobPlan> plan_job(const JobSpec& job) {
     c.manifest_json =
         chunk_manifest_json(chunk, chunk_name(job, placement), job.param_dtype, &parallel);
     c.param_elements = chunk.numel();
+    if (c.param_elements == std::numeric_limits<std::int64_t>::max()) {
+      return Error{fmt::format("stage {} chunk {}: its elements add up to more than 2^63: too "
+                               "large",
+                               placement.stage, placement.chunk)};
+    }
     stage_params[static_cast<std::size_t>(placement.stage)] += c.param_elements;
   }
   for (JobChunk& c : out.chunks) {
@@ -72,28 +82,35 @@ Result<JobPlan> plan_job(const JobSpec& job) {
     options.packer = job.packer;
     Result<Layout> layout = plan(*manifest, options);
     if (!layout) return layout.error();
-    c.stats = layout_stats(*layout, *manifest);
+    Result<LayoutStats> stats = layout_stats(*layout, *manifest);
+    if (!stats) return stats.error();
+    c.stats = std::move(*stats);
     c.manifest = std::move(*manifest);
     c.layout = std::move(*layout);
   }
-  double heaviest = -1;
+  std::int64_t heaviest = -1;
   for (std::int64_t stage = 0; stage < job.parallel.pp; ++stage) {
-    const double total = stage_memory(out, stage).total();
-    if (total > heaviest) {
-      heaviest = total;
+    const std::optional<StageMemory> memory = stage_memory(out, stage);
+    if (!memory) return Error{fmt::format("stage {}: its bytes per rank are too large", stage)};
+    if (memory->total() > heaviest) {
+      heaviest = memory->total();
       out.heaviest_stage = stage;
     }
   }
   return out;
 }
 
-StageMemory stage_memory(const JobPlan& plan, std::int64_t stage) {
+std::optional<StageMemory> stage_memory(const JobPlan& plan, std::int64_t stage) {
   StageMemory m;
+  std::optional<std::int64_t> total = 0;
   for (const JobChunk& c : plan.chunks) {
     if (c.placement.stage != stage) continue;
     m.params += c.stats.param_bytes;
     m.grads += c.stats.grad_bytes;
     m.optimizer += c.stats.optimizer_bytes;
+    // Each chunk's total fits (layout_stats checks it); so do these sums while theirs does.
+    total = checked_add(*total, c.stats.param_bytes + c.stats.grad_bytes + c.stats.optimizer_bytes);
+    if (!total) return std::nullopt;
   }
   return m;
 }

@@ -8,10 +8,9 @@
 namespace paramlayout {
 namespace {
 
-void bytes(json::Writer& w, double params, double grads, double optimizer) {
-  w.raw("{\"params\": ").raw(fmt::format("{:.0f}", params));
-  w.raw(", \"grads\": ").raw(fmt::format("{:.0f}", grads));
-  w.raw(", \"optimizer\": ").raw(fmt::format("{:.0f}", optimizer)).raw("}");
+void bytes(json::Writer& w, std::int64_t params, std::int64_t grads, std::int64_t optimizer) {
+  w.raw("{\"params\": ").integer(params).raw(", \"grads\": ").integer(grads);
+  w.raw(", \"optimizer\": ").integer(optimizer).raw("}");
 }
 
 void integers(json::Writer& w, const std::vector<std::int64_t>& values) {
@@ -78,7 +77,7 @@ std::string write_job_json(const JobSpec& job, const JobPlan& plan,
     bytes(w, c.stats.param_bytes, c.stats.grad_bytes, c.stats.optimizer_bytes);
     w.raw("}");
   }
-  const StageMemory heaviest = stage_memory(plan, plan.heaviest_stage);
+  const StageMemory heaviest = stage_memory(plan, plan.heaviest_stage).value_or(StageMemory{});
   w.raw("\n  ],\n  \"heaviest_stage\": {\"stage\": ").integer(plan.heaviest_stage);
   w.raw(", \"bytes_per_rank\": ");
   bytes(w, heaviest.params, heaviest.grads, heaviest.optimizer);

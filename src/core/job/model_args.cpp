@@ -9,7 +9,7 @@
 namespace paramlayout::job {
 namespace {
 
-constexpr std::int64_t kMaxSize = (std::int64_t{1} << 31) - 1;
+constexpr std::int64_t kMaxSize = (std::int64_t{1} << 24) - 1;
 
 /// A recursive-descent reader of Python list expressions: lists of integers, '+' to
 /// concatenate, '*' to repeat, parentheses.

@@ -13,8 +13,9 @@
 
 namespace paramlayout::hf {
 
-/// Largest size or count a config may give; products of a few stay far inside 64 bits.
-inline constexpr std::int64_t kMaxDimension = (std::int64_t{1} << 31) - 1;
+/// Largest size or count a config may give, far above any model's: products of three stay
+/// inside 64 bits.
+inline constexpr std::int64_t kMaxDimension = (std::int64_t{1} << 24) - 1;
 
 class Config {
  public:

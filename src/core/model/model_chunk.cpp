@@ -4,15 +4,21 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "../json_writer.hpp"
 #include "param_emitter.hpp"
 
 namespace paramlayout {
 namespace {
 
+constexpr std::int64_t kSaturated = std::numeric_limits<std::int64_t>::max();
+
 std::int64_t product(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
+  for (std::int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return kSaturated;
+  }
   return n;
 }
 
@@ -68,13 +74,27 @@ std::int64_t ChunkParam::numel() const { return product(shape); }
 
 std::int64_t ModelChunk::numel() const {
   std::int64_t n = 0;
-  for (const ChunkParam& p : params) n += p.numel();
+  for (const ChunkParam& p : params) {
+    if (__builtin_add_overflow(n, p.numel(), &n)) return kSaturated;
+  }
   return n;
 }
 
 std::int64_t padded_vocab_size(const ModelSpec& model, std::int64_t tp) {
   const std::int64_t multiple = model.make_vocab_size_divisible_by * tp;
   return (model.vocab_size + multiple - 1) / multiple * multiple;
+}
+
+std::optional<std::string> size_problem(const ModelSpec& m, const TensorSplit& s) {
+  // A layer holds a few dozen params and four per local expert.
+  const std::int64_t local_experts = m.moe.num_experts / s.ep;
+  const std::int64_t layers = m.num_layers() + m.mtp_num_layers;
+  if (layers * (64 + 4 * local_experts) > kMaxChunkParams) {
+    return fmt::format("{} layers with {} experts each on a rank come to more than {} params: "
+                       "too large",
+                       layers, local_experts, kMaxChunkParams);
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> split_problem(const ModelSpec& m, const TensorSplit& s) {
