@@ -241,7 +241,8 @@ class Fuzzer:
         mutator = Mutator(rng)
         tmp = Path(tempfile.mkdtemp(dir=self.work))
         try:
-            kind = rng.choice(["manifest", "layout", "layout", "layout-manifest", "config"])
+            kind = rng.choice(["manifest", "layout", "layout", "layout-manifest", "config",
+                               "job"])
             getattr(self, "case_" + kind.replace("-", "_"))(case, rng, mutator, tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -301,6 +302,70 @@ class Fuzzer:
         self.run(case, tmp, ["plan", tmp / "m.json", "--dp", rng.choice(["2", "8", "64"]),
                              "--strategy", rng.choice(["sequential-dp", "layerwise"]), "-q",
                              "-o", tmp / "l.json"], tmp)
+
+    def case_job(self, case, rng, mutator, tmp):
+        """A Megatron-LM launch line, mutated: arguments dropped, repeated, given odd values,
+        pipeline layouts and layer lists garbled; on its own or with a config."""
+        args = list(rng.choice(JOB_LINES))
+        for _ in range(rng.randint(1, 6)):
+            action = rng.random()
+            if action < 0.3 and args:
+                del args[rng.randrange(len(args))]
+            elif action < 0.6:
+                args.insert(rng.randrange(len(args) + 1), rng.choice(JOB_FLAGS))
+            elif action < 0.85 and args:
+                args[rng.randrange(len(args))] = str(rng.choice(INTEGERS + ARGV_STRINGS + JOB_VALUES))
+            else:
+                args += [rng.choice(JOB_FLAGS), str(rng.choice(INTEGERS + JOB_VALUES))]
+        command = ["job", "--world-size", str(rng.choice([1, 2, 8, 16, 64, 1024, 3, 2 ** 24])),
+                   "-o", tmp / "job"]
+        if rng.random() < 0.3:
+            source = rng.choice(self.configs)
+            config = mutator.mutate(json.loads(source.read_text())) if rng.random() < 0.5 \
+                else source.read_bytes()
+            command += ["--hf-config", self.write(tmp, "config.json", config)]
+            args = [a for a in args if a not in ("--num-layers", "--hidden-size")]
+        self.run(case, tmp, command + ["--"] + args, tmp)
+
+
+JOB_LINES = [
+    ["--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--vocab-size",
+     "1000", "--max-position-embeddings", "128", "--pipeline-model-parallel-size", "2",
+     "--use-distributed-optimizer", "--overlap-grad-reduce", "--bf16"],
+    ["--num-layers", "8", "--hidden-size", "64", "--num-attention-heads", "8",
+     "--group-query-attention", "--num-query-groups", "2", "--swiglu", "--vocab-size", "5000",
+     "--position-embedding-type", "rope", "--num-experts", "8", "--moe-layer-freq",
+     "([0]*2+[1]*6)", "--expert-model-parallel-size", "2", "--pipeline-model-parallel-size",
+     "2", "--num-virtual-stages-per-pipeline-rank", "2", "--optimizer", "muon",
+     "--use-distributed-optimizer"],
+    ["--num-layers", "6", "--hidden-size", "64", "--num-attention-heads", "4", "--vocab-size",
+     "999", "--position-embedding-type", "rope", "--pipeline-model-parallel-size", "2",
+     "--pipeline-model-parallel-layout", "Et*2|t*2|(t|)*2L", "--mtp-num-layers", "1"],
+    ["--hybrid-override-pattern", "M*-M|E-M*", "--hidden-size", "128", "--num-attention-heads",
+     "4", "--num-experts", "4", "--vocab-size", "1000", "--position-embedding-type", "none",
+     "--mamba-num-groups", "2", "--pipeline-model-parallel-size", "2", "--disable-bias-linear"],
+    ["--pipeline-model-parallel-size", "4", "--expert-model-parallel-size", "8",
+     "--tensor-model-parallel-size", "2", "--bf16", "--use-distributed-optimizer",
+     "--decoder-first-pipeline-num-layers", "3"],
+]
+JOB_FLAGS = ["--num-layers", "--hidden-size", "--num-attention-heads", "--vocab-size",
+             "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+             "--context-parallel-size", "--expert-model-parallel-size",
+             "--expert-tensor-parallel-size", "--num-virtual-stages-per-pipeline-rank",
+             "--num-layers-per-virtual-pipeline-stage", "--decoder-first-pipeline-num-layers",
+             "--decoder-last-pipeline-num-layers", "--account-for-embedding-in-pipeline-split",
+             "--account-for-loss-in-pipeline-split", "--pipeline-model-parallel-layout",
+             "--mtp-num-layers", "--num-experts", "--moe-layer-freq", "--moe-ffn-hidden-size",
+             "--ddp-bucket-size", "--ddp-num-buckets", "--num-distributed-optimizer-instances",
+             "--multi-latent-attention", "--q-lora-rank", "--kv-lora-rank",
+             "--hybrid-override-pattern", "--mamba-num-heads", "--ffn-hidden-size",
+             "--kv-channels", "--make-vocab-size-divisible-by", "--padded-vocab-size", "--fp16",
+             "--optimizer", "--overlap-param-gather", "--experimental-attention-variant",
+             "--linear-attention-freq", "--softmax-type", "--lr", "x", "-", "--"]
+ARGV_STRINGS = [s for s in STRINGS if "\0" not in s]  # argv cannot hold a NUL
+JOB_VALUES = ["Et*3|(tt|)*29m|L", "(t|)*99999999L", "E|L", "Et|", "((t)*2)*3", "t*", "M*-E|/*E",
+              "/", "([1]*4)", "[1,0", "([0]*3+[1]*58)", "9*[1]", "muon", "dist_muon", "gdn",
+              "learnable", "1e9", "0x10", "-5", "2147483648"]
 
 
 def main():

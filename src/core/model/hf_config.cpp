@@ -184,7 +184,7 @@ Result<HfModel> read_hf_config(std::string_view text, std::string_view source) {
                             "be described with Megatron-LM's model arguments instead: "
                             "paramlayout job --world-size N -o DIR -- --num-layers ... "
                             "--hidden-size ...",
-                            model.architecture, fmt::join(hf_architectures(), ", ")));
+                            excerpt(model.architecture), fmt::join(hf_architectures(), ", ")));
     return reader.error();
   }
   hf::Config config(reader, known->name);
