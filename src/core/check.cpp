@@ -205,9 +205,9 @@ class Checker {
     check_backprop_order(i);
   }
 
-  // strategies.md section 3, step 2: a shared embedding closes the open bucket at the aligned
-  // start it would have taken, unless the bucket was already closed by its size or is itself
-  // a shared embedding's.
+  // docs/strategies.md, Sequential-dp packing, step 2: a shared embedding closes the open
+  // bucket at the aligned start it would have taken, unless the bucket was already closed by
+  // its size or is itself a shared embedding's.
   bool closed_by_shared_embedding(const BufferLayout& b, std::size_t j, std::int64_t last_end,
                                   const std::vector<std::size_t>& first_slot) const {
     if (j + 1 >= b.buckets.size() || first_slot[j + 1] == SIZE_MAX) return false;

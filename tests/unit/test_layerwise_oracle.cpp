@@ -1,6 +1,6 @@
-// The layerwise packer against a plain transliteration of strategies.md section 4, which
-// scans every shard for every param (the reference's O(params x dp) shape), on random
-// manifests at dp sizes the Megatron reference cases do not reach.
+// The layerwise packer against a plain transliteration of docs/strategies.md, Layerwise
+// packing, which scans every shard for every param (the reference's O(params x dp) shape),
+// on random manifests at dp sizes the Megatron reference cases do not reach.
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -1,4 +1,5 @@
-// Each strategy on small manifests whose layouts were worked out by hand from strategies.md.
+// Each strategy on small manifests whose layouts were worked out by hand from
+// docs/strategies.md.
 #include <doctest/doctest.h>
 
 #include <map>

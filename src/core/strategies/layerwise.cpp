@@ -1,5 +1,5 @@
-// strategies.md section 4: Megatron's LayerWiseDistributedOptimizer layout (Muon), where
-// every param sits whole inside one rank's shard of its bucket.
+// docs/strategies.md, Layerwise packing: Megatron's LayerWiseDistributedOptimizer layout
+// (Muon), where every param sits whole inside one rank's shard of its bucket.
 //
 // The reference scans all dp shards for every param. Here each question it asks of the
 // shards ("least-loaded shard with room", "emptiest shard", "least-filled estimate") is

@@ -1,6 +1,6 @@
-// The `balanced` layerwise packer: the promises of section 4 of strategies.md (every param
-// whole in one shard, buckets contiguous in backprop order, sizes divisible as required),
-// with less padding than Megatron-LM's greedy packer.
+// The `balanced` layerwise packer (docs/strategies.md, The balanced packer): the promises of
+// layerwise packing (every param whole in one shard, buckets contiguous in backprop order,
+// sizes divisible as required), with less padding than Megatron-LM's greedy packer.
 //
 // A bucket is dp bins of one capacity. A run of params (between shared embeddings) is cut
 // into about as many buckets as a greedy pass needs (or a few fewer, when that pads less),

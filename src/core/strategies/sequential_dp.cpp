@@ -1,4 +1,4 @@
-// strategies.md section 3: Megatron's DistributedOptimizer layout.
+// docs/strategies.md, Sequential-dp packing: Megatron's DistributedOptimizer layout.
 #include "strategies.hpp"
 
 namespace paramlayout::strategies {

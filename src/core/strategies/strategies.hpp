@@ -1,4 +1,5 @@
-// The per-buffer layout strategies of strategies.md sections 2-4.
+// The per-buffer layout strategies of docs/strategies.md (Unpadded, Sequential-dp and
+// Layerwise packing, and the balanced packer).
 #pragma once
 
 #include <memory>
@@ -45,8 +46,9 @@ class BufferBuilder {
 
 void lay_out_unpadded(const BufferJob& job, BufferBuilder& out);
 void lay_out_sequential_dp(const BufferJob& job, BufferBuilder& out);
-/// Newton-Schulz cost estimate of section 4: big * small^2 for matrices (dim 0 scaled by
-/// the GTP rematerialisation factor), numel otherwise; nullopt beyond 127 bits.
+/// Newton-Schulz cost estimate of docs/strategies.md, Layerwise packing: big * small^2 for
+/// matrices (dim 0 scaled by the GTP rematerialisation factor), numel otherwise; nullopt
+/// beyond 127 bits.
 std::optional<Wide> newton_schulz_cost(const Param& param);
 
 /// Every param's Newton-Schulz cost, by position in the job; an error naming the param whose

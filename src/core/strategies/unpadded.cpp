@@ -1,4 +1,4 @@
-// strategies.md section 2: plain DDP, no padding.
+// docs/strategies.md, Unpadded packing: plain DDP, no padding.
 #include "strategies.hpp"
 
 namespace paramlayout::strategies {
