@@ -2,7 +2,8 @@
 # What `check`, `diff`, `stats`, `render` and `synth` cost, in a release build
 # (build-release/), as a markdown table: on the DeepSeek-V3 layouts bench/plan.sh writes
 # (30,428 params; run it first), and `synth` on the shipped configs. For each command, its
-# instructions (callgrind, whole process), the best of RUNS runs and its peak memory.
+# instructions (callgrind, whole process), its least CPU and wall time of RUNS runs, and its
+# peak memory.
 # Usage: [RUNS=N] bench/commands.sh
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -19,13 +20,13 @@ bal8=$data/layerwise-balanced-dp8.json
 
 echo "Measured by bench/commands.sh on $(machine)."
 echo
-echo "| command | on | instructions | best ms | peak RSS MB |"
-echo "|---|---|---|---|---|"
+echo "| command | on | instructions | CPU ms | wall ms | peak RSS MB |"
+echo "|---|---|---|---|---|---|"
 row() {  # DESCRIPTION INPUT COMMAND...
   local what=$1 on=$2
   shift 2
-  read -r ms rss <<<"$(best_of "$runs" "$@")"
-  echo "| \`$what\` | $on | $(millions "$(instructions "$@")") | $ms | $rss |"
+  read -r wall cpu rss <<<"$(best_of "$runs" "$@")"
+  echo "| \`$what\` | $on | $(millions "$(instructions "$@")") | $cpu | $wall | $rss |"
 }
 row "check --replan" "layerwise dp 8" "$bin" check "$lw8" --manifest "$manifest" --replan
 row "check --replan" "layerwise dp 512" "$bin" check "$lw512" --manifest "$manifest" --replan

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sourced by the benchmarks: the release build (build-release/) and how they measure.
-# The machine may be shared, so a time is the best of several runs, and where a figure
-# must not move with the machine's load, it is counted in instructions (callgrind).
+# The machine may be shared with other work, so a time is the least of several runs, CPU
+# time is given beside wall time, and where a figure must not move with the machine's load
+# it is counted in instructions (callgrind).
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tools/setup.sh
@@ -12,26 +13,29 @@ bin=build-release/paramlayout
 # One line naming the machine and the build, for the top of a report.
 machine() {
   echo "$(nproc) cores of $(lscpu | sed -n 's/^Model name: *//p' | head -1)," \
-    "$(free -g | awk '/^Mem:/ { print $2 }') GiB, $(git rev-parse --short HEAD)," \
-    "$(date -u +%F)"
+    "$(free -g | awk '/^Mem:/ { print $2 }') GiB, load average $(cut -d' ' -f2 /proc/loadavg)" \
+    "at the start; commit $(git rev-parse --short HEAD), $(date -u +%F)"
 }
 
-# best_of RUNS COMMAND...: "MS PEAK_RSS_MB", the fastest of RUNS runs of COMMAND (its
-# output discarded) and the most memory it took; exits if COMMAND fails.
+# best_of RUNS COMMAND...: "WALL_MS CPU_MS PEAK_RSS_MB": the least wall time and the least
+# CPU time (user + system, all threads) of RUNS runs of COMMAND (its output discarded), and
+# the most memory it took; exits if COMMAND fails. On a loaded machine the CPU time moves
+# much less than the wall time.
 best_of() {
   python3 - "$@" <<'PY'
-import os, resource, subprocess, sys, time
+import os, subprocess, sys, time
 runs, command = int(sys.argv[1]), sys.argv[2:]
-best, rss = float("inf"), 0
+wall, cpu, rss = float("inf"), float("inf"), 0
 for _ in range(runs):
     start = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(child.pid, 0)
-    best = min(best, time.perf_counter() - start)
+    wall = min(wall, time.perf_counter() - start)
+    cpu = min(cpu, usage.ru_utime + usage.ru_stime)
     rss = max(rss, usage.ru_maxrss)
     if os.waitstatus_to_exitcode(status) not in (0, 1):  # 1: a check or diff verdict
         sys.exit(f"failed: {' '.join(command)}")
-print(f"{best * 1e3:.1f} {rss / 1024:.0f}")
+print(f"{wall * 1e3:.1f} {cpu * 1e3:.1f} {rss / 1024:.0f}")
 PY
 }
 
@@ -51,8 +55,8 @@ plan_instructions() {
   echo $((total / 20))
 }
 
-# plan_ms MANIFEST STRATEGY[/PACKER][,...] DP: the best time of each plan (bench_plan), in
-# milliseconds, one per choice; the choices are timed in alternation.
+# plan_ms MANIFEST STRATEGY[/PACKER][,...] DP: the least CPU time of each plan (bench_plan),
+# in milliseconds, one per choice; the choices are timed in alternation.
 plan_ms() {
   build-release/bench_plan "$@" | sed -n 's/.*plan \([0-9.]*\) ms.*/\1/p' | tr '\n' ' '
 }

@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 source tools/setup.sh
 paramlayout_install
 paramlayout_configure build
-paramlayout_step "building build/ (a few minutes the first time)"
-meson compile -C build
+paramlayout_step "building the program in build/ (a few minutes the first time)"
+meson compile -C build paramlayout
 paramlayout_step "built; planning"
 echo
 

@@ -1,4 +1,4 @@
-// Static validation: every promise of strategies.md ("What the layout promises") and the
+// Static validation: every promise of docs/strategies.md ("What a layout promises") and the
 // match between a layout and its manifest. The engine behind `check` and `verify`.
 #pragma once
 

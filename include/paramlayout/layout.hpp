@@ -14,7 +14,7 @@
 
 namespace paramlayout {
 
-/// How a buffer's params are placed and padded (strategies.md).
+/// How a buffer's params are placed and padded (docs/strategies.md).
 enum class Strategy : std::uint8_t { unpadded, sequential_dp, layerwise };
 
 std::string_view to_string(Strategy strategy);

@@ -1,4 +1,4 @@
-// Planning: manifest + options -> layout (strategies.md).
+// Planning: manifest + options -> layout (docs/strategies.md).
 #pragma once
 
 #include <cstddef>
@@ -11,7 +11,8 @@
 
 namespace paramlayout {
 
-/// The buffer a param belongs to under `options` (strategies.md section 1).
+/// The buffer a param belongs to under `options` (docs/strategies.md, Grouping params
+/// into buffers).
 BufferKey buffer_key_of(const Param& param, const PlanOptions& options);
 
 /// The params of one buffer, in manifest order.

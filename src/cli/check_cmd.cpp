@@ -1,4 +1,4 @@
-// paramlayout check: every promise of strategies.md, without a GPU.
+// paramlayout check: every promise of docs/strategies.md, without a GPU.
 #include <fmt/format.h>
 
 #include "commands.hpp"
@@ -25,7 +25,7 @@ std::size_t param_count(const Layout& layout) {
 
 CLI::App* setup_check(CLI::App& app, CheckCommand& command) {
   CLI::App* sub = app.add_subcommand(
-      "check", "Check a layout against its manifest and every promise of strategies.md");
+      "check", "Check a layout against its manifest and every promise of docs/strategies.md");
   add_layout_with_manifest(*sub, command.layout, command.manifest);
   sub->add_flag("--replan", command.replan,
                 "Also plan the manifest again with the recorded options and report any "

@@ -12,7 +12,7 @@
 
 namespace paramlayout::cli {
 
-/// Process exit codes (cli.md).
+/// Process exit codes (docs/cli.md, Conventions).
 enum ExitCode : int {
   kExitOk = 0,        ///< success; the layout holds; no difference
   kExitWrong = 1,     ///< the layout is wrong or differs

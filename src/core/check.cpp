@@ -256,9 +256,9 @@ class Checker {
     }
   }
 
-  // strategies.md section 3, step 2: a shared embedding closes the open bucket at the aligned
-  // start it would have taken, unless the bucket was already closed by its size or is itself
-  // a shared embedding's. Unknown (nullopt) without the manifest.
+  // docs/strategies.md, Sequential-dp packing, step 2: a shared embedding closes the open
+  // bucket at the aligned start it would have taken, unless the bucket was already closed by
+  // its size or is itself a shared embedding's. Unknown (nullopt) without the manifest.
   std::optional<bool> closed_by_shared_embedding(const BufferLayout& b, std::size_t j,
                                                  const std::vector<BucketTally>& tallies) const {
     if (j + 1 >= b.buckets.size() || tallies[j + 1].first_slot == SIZE_MAX) return false;

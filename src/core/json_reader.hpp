@@ -73,7 +73,7 @@ class Reader {
 };
 
 /// Walks an object's members, rejecting duplicate keys among `known` (unknown keys are
-/// ignored, as formats.md asks of readers) and reporting a missing `required` key.
+/// ignored, as docs/formats.md asks of readers) and reporting a missing `required` key.
 /// `on_member(slot, value, path)` gets the position of the key in `known`.
 template <class OnMember>
 void read_members(Reader& reader, Element object, const Path& path,

@@ -189,7 +189,7 @@ TEST_SUITE("packer") {
   TEST_CASE("where few param sizes repeat, balanced reaches the best two-bucket packing") {
     // Llama-3-70B's first stage at TP 8: 20 layers of matrices of 56, 28, 10 and 8 units of
     // 2^20 elements, 2040 units. At dp 8 best-fit needs 8 x 260 units; an exhaustive search
-    // over every cut point and every packing (a separate Python study, docs/PACKING.md)
+    // over every cut point and every packing (bench/exact_packing.py, docs/PACKING.md)
     // finds 8 x (128 + 130) = 2064 units the least any two or more buckets need. Filling
     // bins one at a time and moving the cut reach it; without either it is 2080.
     const Manifest m = llama3_70b_stage();
@@ -294,8 +294,8 @@ TEST_SUITE("packer") {
   }
 
   TEST_CASE("where a buffer falls back to Megatron-LM's packing, the whole layout still wins") {
-    // Found by tools/packer_fuzz.py: two buffers on the same 2 ranks. A buffer kept only
-    // where the ranks so far come out no heavier, the last one here falls back to
+    // Found by tests/megatron/packer_fuzz.py: two buffers on the same 2 ranks. A buffer kept
+    // only where the ranks so far come out no heavier, the last one here falls back to
     // Megatron-LM's packing, which loads the rank balanced's packing of the other made
     // heavy: the layout's heaviest rank would end above Megatron-LM's. plan() must then pack
     // both Megatron-LM's way (without that step this fails).

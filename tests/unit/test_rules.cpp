@@ -1,4 +1,4 @@
-// The padding arithmetic of strategies.md, against values worked out by hand.
+// The padding arithmetic of docs/strategies.md, against values worked out by hand.
 #include <doctest/doctest.h>
 
 #include "paramlayout/layout.hpp"
