@@ -25,6 +25,9 @@ struct PipelineConfig {
   /// --pipeline-model-parallel-layout, e.g. "Et*3|(tt|)*29m|L" (sets vpp); "" for none.
   std::string layout;
   std::int64_t mtp_num_layers = 0;
+  /// --mtp-num-layers was given, even as 0: the decoder's final norm then goes with the last
+  /// decoder layer rather than with the output layer.
+  bool mtp_given = false;
   /// A hybrid (Mamba) layer pattern's stages, split at '|' (sets vpp); empty for none.
   std::vector<std::int64_t> hybrid_stage_layers;
 };

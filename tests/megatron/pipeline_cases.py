@@ -105,6 +105,8 @@ NAMED = [
     ("account for embedding: the first chunk builds no layer", pipeline(4, 7, VPP, 2, EMB), None),
     ("account for loss without MTP: the final norm stays on the last chunk",
      pipeline(4, 7, VPP, 2, LOSS), None),
+    ("account for loss with --mtp-num-layers 0: the final norm moves as with MTP layers",
+     pipeline(4, 7, VPP, 2, LOSS, mtp=0), None),
     ("pp 1 with 2 MTP layers", pipeline(1, 6, mtp=2), None),
     ("layout: MTP with the loss on the last stage",
      pipeline(4, 8, LAYOUT, "Ett|ttt|ttt|mL", mtp=1), None),
@@ -316,16 +318,17 @@ def random_arguments(rng):
     pp = rng.choice([1, 2, 2, 3, 4, 4, 8, 8, 16, 16, rng.randint(1, 16)])
     kind = rng.choices(["even", "uneven", "account", "layout", "wild", "small"],
                        weights=[2, 2, 2, 3, 1, 2])[0]
-    mtp = rng.choice([None, None, None, None, 1, 1, 2, 3])
+    mtp = rng.choice([None, None, None, 0, 1, 1, 2, 3])
     if kind == "layout":
         args = _layout_arguments(rng, pp, mtp)
     elif kind == "wild":
         args = _wild_arguments(rng)
     elif kind == "small":
         pp = rng.randint(1, 4)
-        args = _small_arguments(rng) + (["--mtp-num-layers", str(mtp)] if mtp else [])
+        args = _small_arguments(rng) + (["--mtp-num-layers", str(mtp)] if mtp is not None else [])
     else:
-        args = _split_arguments(rng, pp, kind) + (["--mtp-num-layers", str(mtp)] if mtp else [])
+        args = _split_arguments(rng, pp, kind) + (
+            ["--mtp-num-layers", str(mtp)] if mtp is not None else [])
     if rng.random() < 0.05:
         args.append("--no-overlap-p2p-communication")
     return ["--pipeline-model-parallel-size", str(pp)] + args

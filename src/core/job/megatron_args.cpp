@@ -63,6 +63,7 @@ void read_pipeline(ArgMap& a, JobSpec& job) {
   c.pp = job.parallel.pp;
   c.num_layers = job.model.num_layers();
   c.mtp_num_layers = job.model.mtp_num_layers;
+  c.mtp_given = a.has("--mtp-num-layers");
   c.first_stage_layers = a.maybe_integer("--decoder-first-pipeline-num-layers", 1, 1 << 30);
   c.last_stage_layers = a.maybe_integer("--decoder-last-pipeline-num-layers", 1, 1 << 30);
   c.account_for_embedding = a.flag("--account-for-embedding-in-pipeline-split");

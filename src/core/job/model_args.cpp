@@ -406,7 +406,7 @@ void read_build_args(ArgMap& a, ModelSpec& m, std::vector<std::string>& notes) {
   }
   const std::int64_t configured_mtp = m.mtp_num_layers;
   if (!m.hybrid || configured_mtp == 0) {
-    m.mtp_num_layers = a.integer("--mtp-num-layers", 0, 1, kMaxSize);
+    m.mtp_num_layers = a.integer("--mtp-num-layers", 0, 0, kMaxSize);
     if (configured_mtp > 0 && m.mtp_num_layers == 0) {
       notes.push_back(fmt::format("the model has {} multi-token prediction layer(s); "
                                   "Megatron-LM builds them only with --mtp-num-layers",

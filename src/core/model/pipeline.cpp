@@ -348,9 +348,9 @@ Result<std::vector<ChunkPlacement>> place_layers(const PipelineConfig& c) {
       p.mtp_layers = range(mtp);
       const bool holds_last_layer =
           decoder.count > 0 && decoder.offset + decoder.count == config.num_layers;
-      p.final_norm = config.mtp_num_layers > 0 && c.hybrid_stage_layers.empty()
-                         ? holds_last_layer
-                         : p.post_process;
+      const bool with_mtp = config.mtp_num_layers > 0 || config.mtp_given;
+      p.final_norm = with_mtp && c.hybrid_stage_layers.empty() ? holds_last_layer
+                                                               : p.post_process;
     }
   }
   return chunks;
