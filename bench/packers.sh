@@ -120,7 +120,7 @@ Megatron-LM's packer closes a bucket once it reaches max(bucket_size, 0.9 x dp x
 largest param) and spreads it under a cap of 1.3 x the average shard, so a bucket whose
 largest matrix sets the shard size often has too few other params to fill dp shards of
 that size, and the last bucket of a run is nearly empty. `balanced` plans each run of
-params between shared embeddings (`src/core/strategies/`) as follows:
+params between shared embeddings (`src/core/layerwise/`) as follows:
 
 1. It counts the buckets a greedy pass needs: each bucket takes params, in backprop order,
    while they fit dp shards of max(bucket_size / dp, its largest param).
