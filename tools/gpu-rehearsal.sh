@@ -13,8 +13,12 @@
 #      build-carry/deps alone (tools/gpu-build.sh --offline) and gets as far again;
 #   5. run_gpu_tests.py skips only where no CUDA device was found, and the Megatron-LM step
 #      fails with one clear line, no traceback, where it cannot run.
-# Exits 77 (a skip) only where nvcc is absent. Usage: tools/gpu-rehearsal.sh
+# With --no-fallback, step 4 is left out (a second cold build: the CI run does the others,
+# the `slow` suite all of them). Exits 77 (a skip) only where nvcc is absent.
+# Usage: tools/gpu-rehearsal.sh [--no-fallback]
 set -uo pipefail
+fallback=1
+[ "${1:-}" = --no-fallback ] && fallback=0
 cd "$(dirname "$0")/.."
 root=$PWD
 export PATH=$PATH:/usr/local/cuda/bin
@@ -135,6 +139,7 @@ fi
 # 4. The fallback: build there from build-carry/deps when the carried binaries do not load.
 # Built once here first (a cold build takes minutes on two cores; the GPU machine has 16),
 # in a folder that the fallback run below then finds up to date.
+if [ "$fallback" = 1 ]; then
 echo "== tools/gpu-build.sh --offline (build-carry/deps and the fake wheel alone)"
 export PARAMLAYOUT_GPU_BUILD_DIR=$root/build-gpu-offline
 if tools/gpu-build.sh --offline "$tmp/offline-bin" >"$tmp/offline.log" 2>&1; then
@@ -153,6 +158,9 @@ check_run "fallback" "$rc" "$tmp/out2"
 expect "fallback: it built from build-carry/deps" grep -q "^| build | ok |" "$tmp/out2/summary.md"
 expect "fallback: build.log came back" test -s "$tmp/out2/build.log"
 expect "fallback: it ran the binaries it built" grep -q "^paramlayout: .*($tmp/work2/bin)" "$tmp/out2/env.txt"
+else
+  echo "== the fallback build left out (--no-fallback)"
+fi
 
 # 5. The skip rule of the GPU tests, and the Megatron-LM step where it cannot run.
 fake() {  # NAME MESSAGE: a paramlayout whose verify fails with MESSAGE (exit 2)
