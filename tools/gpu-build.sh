@@ -123,7 +123,8 @@ build() {
     meson configure "$dir" "${options[@]}" >/dev/null
   else
     meson setup "$dir" "${options[@]}" >"$dir.setup.log" 2>&1 ||
-      { cat "$dir.setup.log"; die "meson setup $dir failed"; }
+      { cat "$dir.setup.log"; tail -n 25 "$dir/meson-logs/meson-log.txt" 2>/dev/null
+        die "meson setup $dir failed"; }
   fi
   meson compile -C "$dir" paramlayout gpu-copy-bandwidth >"$dir.compile.log" 2>&1 ||
     { tail -40 "$dir.compile.log"; die "meson compile -C $dir failed (log: $dir.compile.log)"; }

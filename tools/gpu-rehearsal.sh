@@ -14,7 +14,8 @@
 #   5. run_gpu_tests.py skips only where no CUDA device was found, and the Megatron-LM step
 #      fails with one clear line, no traceback, where it cannot run.
 # With --no-fallback, step 4 is left out (a second cold build: the CI run does the others,
-# the `slow` suite all of them). Exits 77 (a skip) only where nvcc is absent.
+# the `slow` suite all of them). Exits 77 (a skip) only where nvcc or NCCL's header and
+# library are absent.
 # Usage: tools/gpu-rehearsal.sh [--no-fallback]
 set -uo pipefail
 fallback=1
@@ -24,6 +25,22 @@ root=$PWD
 export PATH=$PATH:/usr/local/cuda/bin
 if ! command -v nvcc >/dev/null; then
   echo "SKIP: no nvcc here (the GPU build needs the CUDA toolkit)"
+  exit 77
+fi
+# NCCL's header and library, as the GPU build finds them (meson.build): a machine without
+# them cannot build the nccl backend, so there is nothing to rehearse.
+nccl_h=$(ls /usr/local/cuda/include/nccl.h /usr/include/nccl.h 2>/dev/null | head -n 1)
+nccl_lib=$(ls /usr/local/cuda/lib64/libnccl.so.2 /usr/lib/x86_64-linux-gnu/libnccl.so.2 2>/dev/null |
+           head -n 1)
+[ -n "$nccl_lib" ] || nccl_lib=$(ldconfig -p | grep -m1 -o '/.*libnccl.so.2$')
+if [ -z "$nccl_h" ] || [ -z "$nccl_lib" ]; then
+  echo "SKIP: no NCCL to build against here (nccl.h: ${nccl_h:-not found}," \
+       "libnccl.so.2: ${nccl_lib:-not found})"
+  exit 77
+fi
+if ! err=$(echo '#include <nccl.h>' |
+           c++ -std=c++20 -I/usr/local/cuda/include -E -x c++ - -o /dev/null 2>&1); then
+  echo "SKIP: $nccl_h does not compile here: $(echo "$err" | grep -m1 -i error)"
   exit 77
 fi
 tmp=$(mktemp -d /tmp/paramlayout-rehearsal.XXXXXX)
@@ -50,9 +67,6 @@ ok "tools/gpu-build.sh: $(tail -n 1 "$tmp/build.log")"
 sed 's/^/   | /' build-carry/BUILD-INFO
 
 # 2. A fake nvidia-nccl wheel, and what the binaries resolve against it.
-nccl_lib=$(ldconfig -p | grep -m1 -o '/.*libnccl.so.2$')
-nccl_h=$(ls /usr/local/cuda/include/nccl.h /usr/include/nccl.h 2>/dev/null | head -n 1)
-[ -n "$nccl_lib" ] && [ -n "$nccl_h" ] || { bad "no NCCL here to fake a wheel with"; exit 1; }
 site=$tmp/site-packages
 mkdir -p "$site/nvidia/nccl/lib" "$site/nvidia/nccl/include"
 ln -s "$nccl_lib" "$site/nvidia/nccl/lib/libnccl.so.2"
