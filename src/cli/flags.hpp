@@ -24,6 +24,9 @@ CLI::Validator byte_size(std::uint64_t min, std::uint64_t max);
 /// Accepts a finite number of seconds in (0, max].
 CLI::Validator seconds_up_to(double max);
 
+/// Accepts a finite number in (0, max], named `what` in the message ("Gb/s").
+CLI::Validator positive_number_up_to(double max, std::string_view what);
+
 /// Accepts one of `choices`; with `or_positive_integer`, also any integer >= 1.
 CLI::Validator one_of(std::initializer_list<std::string_view> choices,
                       bool or_positive_integer = false);

@@ -88,6 +88,7 @@ CLI::App* setup_plan(CLI::App& app, PlanCommand& command) {
       ->type_name("FILE|DIR");
   sub->add_flag("-q,--quiet", command.quiet, "No summary");
   sub->add_flag("--timings", command.timings, "Print the time of each phase on stderr");
+  add_link_gbps(*sub, command.link_gbps);
   add_max_input_size(*sub, command.max_input);
   return sub;
 }
@@ -220,7 +221,7 @@ int run_plan(const PlanCommand& command) {
   std::FILE* out = to_stdout ? stderr : stdout;
   if (!command.quiet) {
     for (const PlannedChunk& c : chunks) warn_about_job_differences(command, c);
-    for (const PlannedChunk& c : chunks) print_plan_summary(out, c.manifest, c.layout, c.stats);
+    for (const PlannedChunk& c : chunks) print_plan_summary(out, c.manifest, c.layout, c.stats, command.link_gbps);
     if (chunks.size() > 1) {
       std::vector<ChunkSummary> rows;
       for (const PlannedChunk& c : chunks) {
