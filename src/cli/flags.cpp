@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "paramlayout/error.hpp"
+#include "paramlayout/manifest.hpp"
 
 namespace paramlayout::cli {
 
@@ -78,6 +79,17 @@ CLI::Validator positive_number_up_to(double max, std::string_view what) {
 }
 
 CLI::Validator seconds_up_to(double max) { return positive_number_up_to(max, "seconds"); }
+
+CLI::Validator dtype_name() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        if (parse_dtype_alias(text)) return {};
+        return fmt::format("expected bfloat16 (bf16), float16 (fp16, half) or float32 (fp32, "
+                           "float), got '{}'",
+                           excerpt(text));
+      },
+      "");
+}
 
 CLI::Validator one_of(std::initializer_list<std::string_view> choices,
                       bool or_positive_integer) {
