@@ -226,7 +226,10 @@ int run_plan(const PlanCommand& command) {
   std::FILE* out = to_stdout ? stderr : stdout;
   if (!command.quiet) {
     for (const PlannedChunk& c : chunks) warn_about_job_differences(command, c);
-    for (const PlannedChunk& c : chunks) print_plan_summary(out, c.manifest, c.layout, c.stats, command.link_gbps);
+    for (const PlannedChunk& c : chunks) {
+      print_plan_summary(out, c.manifest, c.layout, c.stats, command.link_gbps);
+      warn_if_far_off(c.manifest.source, c.manifest, c.layout, c.stats);
+    }
     if (chunks.size() > 1) {
       std::vector<ChunkSummary> rows;
       for (const PlannedChunk& c : chunks) {

@@ -50,6 +50,7 @@ int run_stats(const StatsCommand& command) {
                  : std::string());
   print_stats(stdout, *stats, command.link_gbps);
   print_traffic_table(stdout, layout, *stats);
+  warn_if_far_off(display_name(command.layout), manifest, layout, *stats);
   return kExitOk;
 }
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "paramlayout/alternatives.hpp"
+
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -103,6 +105,46 @@ void print_traffic_table(std::FILE* out, const Layout& layout, const LayoutStats
                fmt::format("{:.2f}%", t.sent_bytes == 0 ? 0.0
                                       : 100.0 * static_cast<double>(t.padding_sent_bytes) /
                                             static_cast<double>(t.sent_bytes)));
+  }
+}
+
+void warn_if_far_off(const std::string& name, const Manifest& manifest, const Layout& layout,
+                     const LayoutStats& stats) {
+  const std::optional<PaddingAdvice> advice = padding_advice(manifest, layout, stats);
+  if (!advice) return;
+  const auto figures = [](const LayoutStats& s) {
+    return fmt::format("{:.2f}% padding, {} per rank", s.padding_percent(),
+                       bytes_text(total_bytes_per_rank(s)));
+  };
+  fmt::print(stderr, "paramlayout: warning: {}: layerwise at dp {} pads {:.2f}% of its buffers "
+                     "and needs {} per rank, far more than other plans of it\n",
+             name, layout.options.dp, stats.padding_percent(),
+             bytes_text(total_bytes_per_rank(stats)));
+  if (advice->largest_param) {
+    fmt::print(stderr,
+               "  why: a rank's shard of a bucket holds whole matrices, and \"{}\" has {} "
+               "elements: over {} ranks, a bucket holding it has at least {} elements (the "
+               "floor: {:.2f}% padding)\n",
+               excerpt(*advice->largest_param), group_digits(advice->largest_param_elements),
+               advice->shards,
+               group_digits(checked_mul(advice->largest_param_elements, advice->shards)
+                                .value_or(std::numeric_limits<std::int64_t>::max())),
+               stats.floor_percent());
+    fmt::print(stderr,
+               "  what would help: that buffer over at most {} ranks (its params can fill every "
+               "shard)",
+               advice->shards_without_forced_padding);
+  } else {
+    fmt::print(stderr, "  what would help:");
+  }
+  if (advice->better_layerwise) {
+    fmt::print(stderr, "{} {}: {}", advice->largest_param ? ";" : "",
+               advice->better_layerwise->options, figures(advice->better_layerwise->stats));
+  }
+  fmt::print(stderr, "\n");
+  if (advice->sequential_dp) {
+    fmt::print(stderr, "  for scale, without the layerwise optimizer: --strategy sequential-dp: {}\n",
+               figures(advice->sequential_dp->stats));
   }
 }
 

@@ -37,6 +37,11 @@ struct ChunkSummary {
 /// and the largest, which decides the memory a job needs.
 void print_pipeline_summary(std::FILE* out, const std::vector<ChunkSummary>& chunks);
 
+/// On stderr, a warning when `layout` pads far more than another plan of `manifest` would
+/// (padding_advice): why, and what would pad less. `name` names the manifest.
+void warn_if_far_off(const std::string& name, const Manifest& manifest, const Layout& layout,
+                     const LayoutStats& stats);
+
 /// One chunk's traffic, by pipeline stage, for print_busiest_stage.
 struct StageTraffic {
   std::int64_t stage = 0;
