@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "paramlayout/stats.hpp"
 #include "paramlayout/text.hpp"
@@ -139,30 +140,41 @@ void BufferView::draw_shard_use(std::string& out, double top) const {
                      "height=\"{}\"/>\n<text x=\"{}\" y=\"{:.1f}\" class=\"s\">shard filled</text>\n",
                      kPlotLeft, top, kPlotWidth, kShardUse, kMargin, top + 10);
   const double per_rank = static_cast<double>(buffer_.numel) / static_cast<double>(shards_);
+  std::vector<double> share(static_cast<std::size_t>(columns_));
   double running = 0;
   for (std::int64_t c = 0; c < columns_; ++c) {
     running += whole_shards[static_cast<std::size_t>(c)];
     const double ranks = static_cast<double>(column_ranks(c));
-    const double share = per_rank > 0
-        ? std::clamp((held[static_cast<std::size_t>(c)] + running * ranks) / (per_rank * ranks), 0.0, 1.0)
-        : 0.0;
+    share[static_cast<std::size_t>(c)] =
+        per_rank > 0 ? std::clamp((held[static_cast<std::size_t>(c)] + running * ranks) /
+                                      (per_rank * ranks), 0.0, 1.0)
+                     : 0.0;
+  }
+  // Neighbours that look the same are one box.
+  for (std::int64_t c = 0; c < columns_;) {
+    const double s = share[static_cast<std::size_t>(c)];
+    std::int64_t end = c + 1;
+    while (end < columns_ && std::round(1000 * share[static_cast<std::size_t>(end)]) ==
+                                 std::round(1000 * s)) {
+      ++end;
+    }
     const std::int64_t first = column_first_rank(c);
-    const std::string ranks_text =
-        ranks == 1 ? fmt::format("rank {}", first)
-                   : fmt::format("ranks {}-{}", first, first + column_ranks(c) - 1);
+    const std::int64_t last = std::min(shards_, column_first_rank(end)) - 1;
     const double x0 = x_of_rank(first);
-    const double x1 = x_of_rank(first + column_ranks(c));
+    const double x1 = x_of_rank(last + 1);
     out += fmt::format("<rect class=\"use\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
                        "height=\"{:.1f}\"><title>{}: params fill {:.1f}% of {} shards, padding "
                        "the rest</title></rect>\n",
-                       x0, top + kShardUse * (1 - share), std::max(x1 - x0, 0.5),
-                       std::max(kShardUse * share, 0.0), ranks_text, 100 * share,
-                       ranks == 1 ? "its" : "their");
+                       x0, top + kShardUse * (1 - s), std::max(x1 - x0, 0.5), kShardUse * s,
+                       first == last ? fmt::format("rank {}", first)
+                                     : fmt::format("ranks {}-{}", first, last),
+                       100 * s, first == last ? "its" : "their");
     if (x1 - x0 >= 36) {
       out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"s\" text-anchor=\"middle\">"
                          "{:.0f}%</text>\n",
-                         (x0 + x1) / 2, top + 12, 100 * share);
+                         (x0 + x1) / 2, top + 12, 100 * s);
     }
+    c = end;
   }
 }
 

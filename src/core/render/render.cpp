@@ -121,9 +121,9 @@ double draw_memory(std::string& out, double y, const Layout& layout, const Layou
 
 Result<std::string> render_svg(const Layout& layout) {
   if (Result<void> valid = validate_structure(layout); !valid) return valid.error();
-  // The manifest only gives the Newton-Schulz costs, which the picture does not show.
+  // The manifest only gives the Newton-Schulz costs, which the picture does not show. Figures
+  // past 64 bits leave out the lines that need them.
   const Result<LayoutStats> stats = layout_stats(layout, Manifest{});
-  if (!stats) return stats.error();
   const Palette palette(layout);
   std::vector<BufferView> views;
   for (const BufferLayout& b : layout.buffers) views.emplace_back(b);
@@ -136,7 +136,7 @@ Result<std::string> render_svg(const Layout& layout) {
     y = views[i].draw(body, y, i, palette, min_height, used);
   }
   y = draw_legend(body, y + 4, palette, used);
-  y = draw_memory(body, y, layout, *stats);
+  if (stats) y = draw_memory(body, y, layout, *stats);
 
   const PlanOptions& o = layout.options;
   std::string title = fmt::format("{}: {}, dp {}", escape(excerpt(layout.model.value_or("layout"), 80)),
@@ -157,11 +157,14 @@ Result<std::string> render_svg(const Layout& layout) {
       ".mg{{fill:#f2a65a}} .mo{{fill:#7cc47c}} {2}</style></defs>\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{3}\" y=\"28\" class=\"t\">{4}</text>\n"
-      "<text x=\"{3}\" y=\"46\" class=\"s\">padding {5:.2f}% of the buffers; each rank sends {6} "
-      "per step ({7:.2f}% padding); hover a box for its param and range</text>\n",
-      kPageWidth, y + 8, palette.css(), kMargin, title, stats->padding_percent(),
-      human_bytes(static_cast<double>(stats->traffic.sent_bytes)),
-      stats->traffic.padding_percent());
+      "<text x=\"{3}\" y=\"46\" class=\"s\">{5}hover a box for its param and range</text>\n",
+      kPageWidth, y + 8, palette.css(), kMargin, title,
+      stats ? fmt::format("padding {:.2f}% of the buffers; each rank sends {} per step ({:.2f}% "
+                          "padding); ",
+                          stats->padding_percent(),
+                          human_bytes(static_cast<double>(stats->traffic.sent_bytes)),
+                          stats->traffic.padding_percent())
+            : std::string());
   svg += body;
   svg += "</svg>\n";
   return svg;
