@@ -87,7 +87,7 @@ void print_stats(std::FILE* out, const LayoutStats& s, double link_gbps) {
 
 void print_traffic_table(std::FILE* out, const Layout& layout, const LayoutStats& stats) {
   const bool unpadded = layout.options.strategy == Strategy::unpadded;
-  constexpr const char* kRow = "  {:<32} {:>6} {:>8} {:>15} {:>14} {:>11} {:>11} {:>8}\n";
+  constexpr const char* kRow = "  {:<34} {:>6} {:>8} {:>15} {:>14} {:>11} {:>11} {:>8}\n";
   fmt::print(out, "\n");
   fmt::print(out, kRow, "per step and rank", "ranks", "buckets", "bucket elements",
              unpadded ? "all-reduce" : "reduce-scatter", unpadded ? "" : "all-gather", "sent",
