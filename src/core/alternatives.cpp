@@ -9,7 +9,7 @@
 namespace paramlayout {
 namespace {
 
-constexpr double kFarPadding = 25;  ///< percent of the buffers
+constexpr double kFarPadding = 25;   ///< percent of the buffers
 constexpr double kFarMemory = 1.25;  ///< times the best alternative's bytes per rank
 
 std::optional<Alternative> alternative(const Manifest& manifest, PlanOptions options,
@@ -37,13 +37,13 @@ std::optional<PaddingAdvice> padding_advice(const Manifest& manifest, const Layo
   }
   PaddingAdvice advice;
   const std::int64_t bytes = total_bytes_per_rank(stats);
-  // Layerwise with the other packer and with one bucket per buffer (a bucket's shards each
-  // hold its largest matrix, so fewer buckets share that room).
-  // The other packer first: it keeps the buckets, whose reduction overlaps the backward pass.
+  // Layerwise with the other packer, and with one bucket per buffer: each bucket's shards
+  // must each hold its largest matrix, so every bucket more can force more padding. The other
+  // packer first: it keeps the buckets, whose reduction overlaps the backward pass.
   const Packer other = o.packer == Packer::megatron ? Packer::balanced : Packer::megatron;
   std::vector<std::pair<PlanOptions, std::string>> tries;
-  for (const auto [packer, one_bucket] : {std::pair{other, false}, std::pair{o.packer, true},
-                                          std::pair{other, true}}) {
+  for (const auto& [packer, one_bucket] :
+       {std::pair{other, false}, std::pair{o.packer, true}, std::pair{other, true}}) {
     PlanOptions t = o;
     t.packer = packer;
     if (one_bucket) t.bucket_size.reset();

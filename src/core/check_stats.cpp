@@ -47,8 +47,8 @@ class StatsComparer {
         const simdjson::dom::array want(expected);
         const simdjson::dom::array got(recorded);
         if (want.size() != got.size()) {
-          return add(pointer, fmt::format("has {} entries, the layout gives {}", got.size(),
-                                          want.size()));
+          return add(pointer,
+                     fmt::format("has {} entries, the layout gives {}", got.size(), want.size()));
         }
         std::size_t i = 0;
         for (Element item : want) {
@@ -85,8 +85,8 @@ class StatsComparer {
     out_.push_back({"", "/stats" + pointer + " " + what});
   }
   void differs(const std::string& pointer, Element recorded, std::string_view expected) {
-    add(pointer, fmt::format("is {}, the layout gives {}", json::Reader::describe(recorded),
-                             expected));
+    add(pointer,
+        fmt::format("is {}, the layout gives {}", json::Reader::describe(recorded), expected));
   }
 
   std::vector<Violation>& out_;

@@ -47,8 +47,8 @@ TEST_SUITE("stats") {
     const Manifest m = manifest_of(kTwoMatrices);
     const Layout l = expect_ok(plan(m, options(Strategy::layerwise, 2, 1 << 20)));
     const LayoutStats s = expect_ok(layout_stats(l, m));
-    CHECK(s.padding_percent() == doctest::Approx(25.0));   // 4096 of 16384
-    CHECK(s.floor_percent() == doctest::Approx(25.0));     // the floor is 2 x 8192
+    CHECK(s.padding_percent() == doctest::Approx(25.0));  // 4096 of 16384
+    CHECK(s.floor_percent() == doctest::Approx(25.0));    // the floor is 2 x 8192
     CHECK(s.buffers[0].padding_percent() == doctest::Approx(25.0));
     CHECK(s.buffers[0].largest_param == "a");
     CHECK(s.buffers[0].largest_param_elements == 8192);
@@ -79,8 +79,8 @@ TEST_SUITE("stats") {
   TEST_CASE("traffic of unpadded and expert buffers, and of buckets of several sizes") {
     // Unpadded over dp 4: each bucket all-reduced, 2 x 3/4 of it sent.
     const Manifest dense = manifest_of(kTwoMatrices);
-    const LayoutStats u =
-        expect_ok(layout_stats(expect_ok(plan(dense, options(Strategy::unpadded, 4, 4096))), dense));
+    const LayoutStats u = expect_ok(
+        layout_stats(expect_ok(plan(dense, options(Strategy::unpadded, 4, 4096))), dense));
     CHECK(u.buffers[0].traffic.ranks == 4);
     CHECK(u.buffers[0].traffic.buckets == 2);  // a (8192) alone, then b (4096)
     CHECK(u.buffers[0].traffic.smallest_bucket == 4096);

@@ -12,21 +12,21 @@
 namespace paramlayout::render {
 namespace {
 
-constexpr double kMinColumn = 4;        ///< columns narrower than this group more ranks
-constexpr double kBufferHeight = 320;   ///< all of a buffer's bands together
+constexpr double kMinColumn = 4;         ///< columns narrower than this group more ranks
+constexpr double kBufferHeight = 320;    ///< all of a buffer's bands together
 constexpr std::size_t kFewBuckets = 24;  ///< up to this many, every band is labelled
-constexpr double kMinBand = 14;         ///< a labelled band's least height
+constexpr double kMinBand = 14;          ///< a labelled band's least height
 constexpr double kBandGap = 2;
-constexpr double kMergeGap = 1;         ///< small pieces this close merge into one box
-constexpr double kMaxMerged = 6;        ///< ... unless it would grow taller than this
-constexpr double kHeader = 40;          ///< the two header lines
-constexpr double kShardUse = 16;        ///< the strip of what each column's shards hold
+constexpr double kMergeGap = 1;   ///< small pieces this close merge into one box
+constexpr double kMaxMerged = 6;  ///< ... unless it would grow taller than this
+constexpr double kHeader = 40;    ///< the two header lines
+constexpr double kShardUse = 16;  ///< the strip of what each column's shards hold
 
 /// Small pieces of one column merged as they come, top to bottom, in the colour that covers
 /// most of it.
 struct Run {
   double top = 0;
-  double bottom = -1;  ///< < top: no run
+  double bottom = -1;       ///< < top: no run
   std::int64_t params = 0;  ///< params whose first piece it holds
   std::int64_t elements = 0;
   std::vector<double> height_by_colour;
@@ -78,20 +78,21 @@ void BufferView::draw_bands(std::string& out, double top) const {
     for (std::size_t j = 0; j < buffer_.buckets.size(); ++j) {
       const BucketRange& b = buffer_.buckets[j];
       const double y = top + band_top_[j];
-      out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"s\">bucket {}</text>\n"
-                         "<rect class=\"pad\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
-                         "height=\"{:.1f}\"><title>bucket {}: [{}, {}), {} elements of padding"
-                         "</title></rect>\n",
-                         kMargin, y + 10, j, kPlotLeft, y, kPlotWidth, band_height_[j], j,
-                         b.start, b.end, group_digits(b.size() - b.numel_unpadded));
+      out += fmt::format(
+          "<text x=\"{}\" y=\"{:.1f}\" class=\"s\">bucket {}</text>\n"
+          "<rect class=\"pad\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+          "height=\"{:.1f}\"><title>bucket {}: [{}, {}), {} elements of padding"
+          "</title></rect>\n",
+          kMargin, y + 10, j, kPlotLeft, y, kPlotWidth, band_height_[j], j, b.start, b.end,
+          group_digits(b.size() - b.numel_unpadded));
     }
     return;
   }
-  out += fmt::format("<rect class=\"pad\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
-                     "height=\"{:.1f}\"/>\n<text x=\"{}\" y=\"{:.1f}\" class=\"s\">{} buckets"
-                     "</text>\n",
-                     kPlotLeft, top, kPlotWidth, plot_height_, kMargin, top + 10,
-                     buffer_.buckets.size());
+  out += fmt::format(
+      "<rect class=\"pad\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+      "height=\"{:.1f}\"/>\n<text x=\"{}\" y=\"{:.1f}\" class=\"s\">{} buckets"
+      "</text>\n",
+      kPlotLeft, top, kPlotWidth, plot_height_, kMargin, top + 10, buffer_.buckets.size());
 }
 
 void BufferView::draw_grid(std::string& out, double top) const {
@@ -130,15 +131,17 @@ void BufferView::draw_shard_use(std::string& out, double top) const {
       held[static_cast<std::size_t>(p.column)] += static_cast<double>(p.elements);
       return;
     }
-    const double shard = static_cast<double>(p.elements) /
-                         static_cast<double>(std::min(shards_, column_first_rank(p.column + p.columns)) -
-                                             column_first_rank(p.column));
+    const double shard =
+        static_cast<double>(p.elements) /
+        static_cast<double>(std::min(shards_, column_first_rank(p.column + p.columns)) -
+                            column_first_rank(p.column));
     whole_shards[static_cast<std::size_t>(p.column)] += shard;
     whole_shards[static_cast<std::size_t>(p.column + p.columns)] -= shard;
   });
-  out += fmt::format("<rect class=\"pad\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
-                     "height=\"{}\"/>\n<text x=\"{}\" y=\"{:.1f}\" class=\"s\">shard filled</text>\n",
-                     kPlotLeft, top, kPlotWidth, kShardUse, kMargin, top + 10);
+  out += fmt::format(
+      "<rect class=\"pad\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+      "height=\"{}\"/>\n<text x=\"{}\" y=\"{:.1f}\" class=\"s\">shard filled</text>\n",
+      kPlotLeft, top, kPlotWidth, kShardUse, kMargin, top + 10);
   const double per_rank = static_cast<double>(buffer_.numel) / static_cast<double>(shards_);
   std::vector<double> share(static_cast<std::size_t>(columns_));
   double running = 0;
@@ -146,33 +149,35 @@ void BufferView::draw_shard_use(std::string& out, double top) const {
     running += whole_shards[static_cast<std::size_t>(c)];
     const double ranks = static_cast<double>(column_ranks(c));
     share[static_cast<std::size_t>(c)] =
-        per_rank > 0 ? std::clamp((held[static_cast<std::size_t>(c)] + running * ranks) /
-                                      (per_rank * ranks), 0.0, 1.0)
-                     : 0.0;
+        per_rank > 0
+            ? std::clamp((held[static_cast<std::size_t>(c)] + running * ranks) / (per_rank * ranks),
+                         0.0, 1.0)
+            : 0.0;
   }
   // Neighbours that look the same are one box.
   for (std::int64_t c = 0; c < columns_;) {
     const double s = share[static_cast<std::size_t>(c)];
     std::int64_t end = c + 1;
-    while (end < columns_ && std::round(1000 * share[static_cast<std::size_t>(end)]) ==
-                                 std::round(1000 * s)) {
+    while (end < columns_ &&
+           std::round(1000 * share[static_cast<std::size_t>(end)]) == std::round(1000 * s)) {
       ++end;
     }
     const std::int64_t first = column_first_rank(c);
     const std::int64_t last = std::min(shards_, column_first_rank(end)) - 1;
     const double x0 = x_of_rank(first);
     const double x1 = x_of_rank(last + 1);
-    out += fmt::format("<rect class=\"use\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
-                       "height=\"{:.1f}\"><title>{}: params fill {:.1f}% of {} shards, padding "
-                       "the rest</title></rect>\n",
-                       x0, top + kShardUse * (1 - s), std::max(x1 - x0, 0.5), kShardUse * s,
-                       first == last ? fmt::format("rank {}", first)
-                                     : fmt::format("ranks {}-{}", first, last),
-                       100 * s, first == last ? "its" : "their");
+    out += fmt::format(
+        "<rect class=\"use\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+        "height=\"{:.1f}\"><title>{}: params fill {:.1f}% of {} shards, padding "
+        "the rest</title></rect>\n",
+        x0, top + kShardUse * (1 - s), std::max(x1 - x0, 0.5), kShardUse * s,
+        first == last ? fmt::format("rank {}", first) : fmt::format("ranks {}-{}", first, last),
+        100 * s, first == last ? "its" : "their");
     if (x1 - x0 >= 36) {
-      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"s\" text-anchor=\"middle\">"
-                         "{:.0f}%</text>\n",
-                         (x0 + x1) / 2, top + 12, 100 * s);
+      out += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"s\" text-anchor=\"middle\">"
+          "{:.0f}%</text>\n",
+          (x0 + x1) / 2, top + 12, 100 * s);
     }
     c = end;
   }
@@ -180,9 +185,10 @@ void BufferView::draw_shard_use(std::string& out, double top) const {
 
 void BufferView::draw_axis(std::string& out, double top) const {
   if (buffer_.strategy == Strategy::unpadded || !buffer_.num_shards) {
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"s\">not sharded: every rank "
-                       "holds the whole buffer and its optimizer state</text>\n",
-                       kPlotLeft, top + 10);
+    out += fmt::format(
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"s\">not sharded: every rank "
+        "holds the whole buffer and its optimizer state</text>\n",
+        kPlotLeft, top + 10);
     return;
   }
   // Labels at least ~40 px apart, on multiples of a column's ranks (powers of two).
@@ -199,9 +205,11 @@ void BufferView::draw_axis(std::string& out, double top) const {
     if (r > shards_ - step) break;
   }
   if (!centred && static_cast<double>(shards_ - 1) * rank_width -
-                          static_cast<double>((shards_ - 1) / step * step) * rank_width >= 40) {
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"s\" text-anchor=\"end\">{}</text>\n",
-                       kPlotLeft + kPlotWidth, top + 14, shards_ - 1);
+                          static_cast<double>((shards_ - 1) / step * step) * rank_width >=
+                      40) {
+    out +=
+        fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"s\" text-anchor=\"end\">{}</text>\n",
+                    kPlotLeft + kPlotWidth, top + 14, shards_ - 1);
   }
   out += fmt::format("<path class=\"grid\" d=\"{}\"/>\n", ticks);
   out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"s\">rank</text>\n", kMargin, top + 14);
@@ -235,15 +243,16 @@ double BufferView::draw(std::string& out, double y, std::size_t index, const Pal
   const auto flush = [&](std::int64_t c) {
     Run& r = runs[static_cast<std::size_t>(c)];
     if (r.empty()) return;
-    const std::string what =
-        r.params > 0 ? fmt::format("{} small param{}, {} elements, mostly {}", r.params,
-                                   r.params == 1 ? "" : "s", group_digits(r.elements),
-                                   palette.label(r.colour()))
-                     : std::string("parts of params named in other boxes");
-    out += fmt::format("<rect class=\"m {}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
-                       "height=\"{:.1f}\"><title>{}</title></rect>\n",
-                       Palette::css_class(r.colour()), x_of_column(c), top + r.top,
-                       x_of_column(c + 1) - x_of_column(c), std::max(r.bottom - r.top, 1.0), what);
+    const std::string what = r.params > 0
+                                 ? fmt::format("{} small param{}, {} elements, mostly {}", r.params,
+                                               r.params == 1 ? "" : "s", group_digits(r.elements),
+                                               palette.label(r.colour()))
+                                 : std::string("parts of params named in other boxes");
+    out += fmt::format(
+        "<rect class=\"m {}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+        "height=\"{:.1f}\"><title>{}</title></rect>\n",
+        Palette::css_class(r.colour()), x_of_column(c), top + r.top,
+        x_of_column(c + 1) - x_of_column(c), std::max(r.bottom - r.top, 1.0), what);
     mark(r.colour());
     r.clear();
   };
@@ -251,12 +260,12 @@ double BufferView::draw(std::string& out, double y, std::size_t index, const Pal
     const ParamSlot& slot = b.params[p.param];
     const Colour colour = palette.colour_of(slot.name);
     if (p.height >= min_height) {
-      out += fmt::format("<rect class=\"p {}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
-                         "height=\"{:.1f}\"><title>{} [{}, {}){}</title></rect>\n",
-                         Palette::css_class(colour), x_of_column(p.column), top + p.top,
-                         x_of_column(p.column + p.columns) - x_of_column(p.column), p.height,
-                         escape(excerpt(slot.name, 120)), slot.start, slot.end,
-                         p.first ? "" : " continued");
+      out += fmt::format(
+          "<rect class=\"p {}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+          "height=\"{:.1f}\"><title>{} [{}, {}){}</title></rect>\n",
+          Palette::css_class(colour), x_of_column(p.column), top + p.top,
+          x_of_column(p.column + p.columns) - x_of_column(p.column), p.height,
+          escape(excerpt(slot.name, 120)), slot.start, slot.end, p.first ? "" : " continued");
       mark(colour);
       return;
     }

@@ -25,7 +25,7 @@ struct Piece {
   double top = 0;            ///< pixels from the buffer's plot top
   double height = 0;
   std::int64_t elements = 0;
-  bool first = false;        ///< the param's first piece, which names it
+  bool first = false;  ///< the param's first piece, which names it
 };
 
 /// Where a buffer's elements are drawn. Columns are groups of consecutive ranks, as many

@@ -61,9 +61,7 @@ Colour Palette::colour_of(std::string_view name) const {
   return layer_colours_ + kRest;
 }
 
-std::string Palette::css_class(Colour colour) {
-  return fmt::format("c{}", colour);
-}
+std::string Palette::css_class(Colour colour) { return fmt::format("c{}", colour); }
 
 std::string Palette::css() const {
   std::string out;

@@ -16,8 +16,8 @@ namespace paramlayout {
 namespace {
 
 using render::BufferView;
-using render::escape;
 using render::Colour;
+using render::escape;
 using render::kMargin;
 using render::kPageWidth;
 using render::kPlotLeft;
@@ -55,9 +55,10 @@ double draw_legend(std::string& out, double y, const Palette& palette,
       x = kPlotLeft;
       y += 18;
     }
-    out += fmt::format("<rect class=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"14\"/>"
-                       "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"s\">{}</text>\n",
-                       css, x, y, x + 18, y + 11, escape(label));
+    out += fmt::format(
+        "<rect class=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"14\"/>"
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"s\">{}</text>\n",
+        css, x, y, x + 18, y + 11, escape(label));
     x += width + 12;
   };
   entry("pad", "padding");
@@ -79,8 +80,8 @@ double draw_memory(std::string& out, double y, const Layout& layout, const Layou
     param_padding += padding * dtype_bytes(b.key.param_dtype);
     grad_padding += padding * dtype_bytes(b.key.grad_dtype);
     // A rank's share of the padding, on average over the ranks.
-    optimizer_padding += padding / static_cast<double>(b.num_shards.value_or(1)) *
-                         (b.key.layerwise ? 8 : 12);
+    optimizer_padding +=
+        padding / static_cast<double>(b.num_shards.value_or(1)) * (b.key.layerwise ? 8 : 12);
   }
   const double total = static_cast<double>(s.param_bytes) + static_cast<double>(s.grad_bytes) +
                        static_cast<double>(s.optimizer_bytes);
@@ -91,23 +92,26 @@ double draw_memory(std::string& out, double y, const Layout& layout, const Layou
     const char* name;
     double bytes;
     double padding;
-  } parts[] = {{"mp", "params", static_cast<double>(s.param_bytes), param_padding},
-               {"mg", "grads", static_cast<double>(s.grad_bytes), grad_padding},
-               {"mo", "optimizer state", static_cast<double>(s.optimizer_bytes), optimizer_padding}};
+  } parts[] = {
+      {"mp", "params", static_cast<double>(s.param_bytes), param_padding},
+      {"mg", "grads", static_cast<double>(s.grad_bytes), grad_padding},
+      {"mo", "optimizer state", static_cast<double>(s.optimizer_bytes), optimizer_padding}};
   std::vector<std::string> labels;
   for (const auto& part : parts) {
     const double width = total > 0 ? kPlotWidth * part.bytes / total : 0;
     const double hatched = part.bytes > 0 ? width * std::min(part.padding / part.bytes, 1.0) : 0;
-    const std::string label = fmt::format("{} {} ({:.1f}% padding)", part.name,
-                                          human_bytes(part.bytes),
-                                          part.bytes > 0 ? 100 * part.padding / part.bytes : 0.0);
-    out += fmt::format("<rect class=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
-                       "height=\"18\"><title>{}</title></rect>\n",
-                       part.css, x, y, width - hatched, label);
+    const std::string label =
+        fmt::format("{} {} ({:.1f}% padding)", part.name, human_bytes(part.bytes),
+                    part.bytes > 0 ? 100 * part.padding / part.bytes : 0.0);
+    out += fmt::format(
+        "<rect class=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+        "height=\"18\"><title>{}</title></rect>\n",
+        part.css, x, y, width - hatched, label);
     if (hatched > 0) {
-      out += fmt::format("<rect class=\"pad\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
-                         "height=\"18\"><title>{} padding</title></rect>\n",
-                         x + width - hatched, y, hatched, part.name);
+      out += fmt::format(
+          "<rect class=\"pad\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+          "height=\"18\"><title>{} padding</title></rect>\n",
+          x + width - hatched, y, hatched, part.name);
     }
     x += width;
     labels.push_back(label);
@@ -139,8 +143,9 @@ Result<std::string> render_svg(const Layout& layout) {
   if (stats) y = draw_memory(body, y, layout, *stats);
 
   const PlanOptions& o = layout.options;
-  std::string title = fmt::format("{}: {}, dp {}", escape(excerpt(layout.model.value_or("layout"), 80)),
-                                  to_string(o.strategy), o.dp);
+  std::string title =
+      fmt::format("{}: {}, dp {}", escape(excerpt(layout.model.value_or("layout"), 80)),
+                  to_string(o.strategy), o.dp);
   if (o.expert_dp != o.dp) title += fmt::format(", expert dp {}", o.expert_dp);
   if (o.strategy == Strategy::layerwise) title += fmt::format(", {} packer", to_string(o.packer));
   std::string svg = fmt::format(
