@@ -77,9 +77,9 @@ Each shape is one rank's chunk, synthesized by `paramlayout synth` from
 
 ## Padding and balance
 
-Padding and floor are the whole layout's padding elements over its param elements; the
-floor is the least padding any layout under the rules can have, since a bucket of dp equal
-shards holds its largest param whole. Imbalance is the heaviest rank's Newton-Schulz cost
+Padding and floor are the share of the whole layout's buffer elements that hold no param;
+the floor is the least padding any layout under the rules can have, since a bucket of dp
+equal shards holds its largest param whole. Imbalance is the heaviest rank's Newton-Schulz cost
 over the mean; its bound is what the largest single matrix forces. These figures are exact
 and do not depend on the machine.
 

@@ -36,6 +36,13 @@ std::vector<Violation> check_structure(const Layout& layout);
 /// first broken promise.
 Result<void> validate_structure(const Layout& layout);
 
+/// Where the layout's recorded `stats` member disagrees with the figures `layout_stats`
+/// gives for the layout and `manifest`: each value it holds of a key paramlayout writes,
+/// integers exactly and ratios to the precision they are written with. Keys it lacks or that
+/// paramlayout does not write are not reported; nothing when the layout has no `stats` or
+/// breaks a promise of check_structure (check_layout reports that).
+std::vector<Violation> check_recorded_stats(const Layout& layout, const Manifest& manifest);
+
 /// Plans `manifest` again with the layout's recorded options and reports each difference
 /// in the contract fields: a layout that holds but is stale or hand-edited.
 std::vector<Violation> compare_with_replan(const Layout& layout, const Manifest& manifest);

@@ -54,7 +54,19 @@ struct RankBytes {
   std::int64_t grads = 0;
 };
 
+/// One planning option that differs: its key in the layouts' `options` and both values as
+/// JSON text (`16`, `"layerwise"`, `null`).
+struct OptionChange {
+  std::string_view name;
+  std::string before;
+  std::string after;
+};
+
 struct LayoutDiff {
+  std::vector<OptionChange> options;  ///< in the order of the layouts' `options`
+  /// What makes the param changes below compare unlike things: other models, other
+  /// manifests. Sentences for people.
+  std::vector<std::string> warnings;
   std::vector<ParamChange> changes;  ///< NEW's order, then params only in OLD
   std::vector<BufferChange> buffers;
   RankBytes bytes_before;
@@ -65,9 +77,9 @@ struct LayoutDiff {
   std::size_t count(bool ParamChange::*flag) const;
   std::size_t added() const;
   std::size_t removed() const;
-  /// True when every contract field of the two layouts is the same.
+  /// True when every contract field of the two layouts (options included) is the same.
   bool identical() const;
-  /// One line: "identical", or "12 params moved, 3 added, ...".
+  /// One line: "identical", or "options changed: dp; 12 params moved, 3 added, ...".
   std::string verdict() const;
 };
 
@@ -75,8 +87,9 @@ struct LayoutDiff {
 /// does not fit in 64 bits.
 Result<LayoutDiff> diff_layouts(const Layout& before, const Layout& after);
 
-/// The diff as one JSON object: lists `added`, `removed`, `resized`, `moved`,
-/// `owner_changed` (param names), `identical`, and the figures behind them.
+/// The diff as one JSON object: `identical`, `verdict`, `options` (each change with `option`,
+/// `before` and `after`), `warnings`, the lists `added`, `removed`, `resized`, `moved`,
+/// `owner_changed` (param names), and the figures behind them.
 std::string diff_to_json(const LayoutDiff& diff);
 
 }  // namespace paramlayout

@@ -105,6 +105,9 @@ struct Layout {
   std::string manifest_sha256;
   PlanOptions options;
   std::vector<BufferLayout> buffers;
+  /// The `stats` member as read (minified JSON), for `check` to hold against the layout;
+  /// nullopt when the file has none. Derived: nothing else reads it.
+  std::optional<std::string> recorded_stats;
 };
 
 /// a + b, or nullopt when the sum does not fit in 64 bits.

@@ -22,6 +22,11 @@ std::string_view to_string(DType dtype);
 std::string_view to_string(Storage storage);
 /// Parses a dtype name as written in manifests and layouts (`uint8` only where `allow_uint8`).
 std::optional<DType> parse_dtype(std::string_view name, bool allow_uint8 = false);
+
+/// Parses a param dtype as people write it on a command line, in any case: the manifest's
+/// names and torch's and Megatron-LM's (`bf16`, `fp16`, `half`, `fp32`, `float`,
+/// `torch.bfloat16`, ...).
+std::optional<DType> parse_dtype_alias(std::string_view name);
 std::optional<Storage> parse_storage(std::string_view name);
 /// Bytes per element.
 int dtype_bytes(DType dtype);

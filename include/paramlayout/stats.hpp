@@ -1,8 +1,11 @@
 // Quality figures of a layout: padding against its floor, Newton-Schulz cost balance across
-// ranks, and memory per rank (params, grads, optimizer state) with the padding counted.
+// ranks, memory per rank (params, grads, optimizer state) with the padding counted, and what
+// each rank sends per training step.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "paramlayout/error.hpp"
@@ -11,18 +14,65 @@
 
 namespace paramlayout {
 
+/// padding / (padding + params) in percent: the share of a buffer's elements that hold no
+/// param, the one padding figure paramlayout reports (0 for an empty buffer).
+double padding_share_percent(std::int64_t padding, std::int64_t param_elements);
+
+/// What one buffer moves per training step, on each rank, as Megatron-LM's DDP moves it: a
+/// sharded buffer reduce-scatters each grad bucket and all-gathers each param bucket over its
+/// shards (distributed optimizer, layerwise); an unpadded one all-reduces each grad bucket
+/// over its data-parallel ranks (plain DDP).
+struct BufferTraffic {
+  std::int64_t ranks = 1;            ///< the ranks each bucket's collective spans
+  std::int64_t buckets = 0;
+  std::int64_t smallest_bucket = 0;  ///< elements
+  std::int64_t largest_bucket = 0;   ///< elements
+  std::int64_t reduce_scatter_bytes = 0;  ///< the grad buckets' bytes, each rank's input
+  std::int64_t all_gather_bytes = 0;      ///< the param buckets' bytes, each rank's output
+  std::int64_t all_reduce_bytes = 0;      ///< the grad buckets' bytes (unpadded buffers)
+  /// Bytes each rank sends (and receives) under ring algorithms: (ranks - 1) / ranks of each
+  /// reduce-scatter and all-gather, 2 (ranks - 1) / ranks of each all-reduce (rounded down).
+  std::int64_t sent_bytes = 0;
+  /// The part of sent_bytes that carries padding (the same fraction of each collective as of
+  /// its buffer), rounded down.
+  std::int64_t padding_sent_bytes = 0;
+};
+
 /// One buffer's figures.
 struct BufferStats {
+  BufferKey key;
   std::int64_t param_elements = 0;
   std::int64_t padding = 0;
   /// The fewest elements any layout under the rules needs: layerwise, max(params, shards x
   /// the largest param) (a bucket of equal shards holds its largest param whole); other
   /// strategies, the buffer as their rules fix it.
   std::int64_t floor = 0;
+  /// The largest param (layerwise buffers: what sets the floor), and its elements.
+  std::string_view largest_param;
+  std::int64_t largest_param_elements = 0;
   /// Per-rank Newton-Schulz cost (layerwise buffers; empty otherwise).
   std::vector<double> rank_cost;
   double largest_cost = 0;
   std::int64_t optimizer_bytes_per_rank = 0;
+  BufferTraffic traffic;
+
+  double padding_percent() const { return padding_share_percent(padding, param_elements); }
+};
+
+/// The traffic of a whole layout per step and rank: its buffers' collectives one after the
+/// other.
+struct LayoutTraffic {
+  std::int64_t reduce_scatter_bytes = 0;
+  std::int64_t all_gather_bytes = 0;
+  std::int64_t all_reduce_bytes = 0;
+  std::int64_t sent_bytes = 0;
+  std::int64_t padding_sent_bytes = 0;
+
+  /// padding_sent_bytes over sent_bytes, in percent.
+  double padding_percent() const;
+  /// A ring-model estimate of the seconds the collectives take on links of `gbps` gigabits
+  /// per second per rank: sent bytes over the bandwidth, without latency or overlap.
+  double estimated_seconds(double gbps) const;
 };
 
 struct LayoutStats {
@@ -41,7 +91,10 @@ struct LayoutStats {
   std::int64_t param_bytes = 0;
   std::int64_t grad_bytes = 0;
   std::int64_t optimizer_bytes = 0;
+  LayoutTraffic traffic;
 
+  /// Padding as a share of the buffers' elements, and the floor's share of the least
+  /// buffers the rules allow.
   double padding_percent() const;
   double floor_percent() const;
 };
@@ -51,7 +104,9 @@ struct LayoutStats {
 Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest);
 
 /// The figures as one JSON object (no newline), as `stats --json` prints them and a
-/// layout's `stats` member holds them.
+/// layout's `stats` member holds them. The keys, in order: param_elements, padding,
+/// floor_padding, padding_percent, floor_percent, cost_imbalance, cost_imbalance_bound,
+/// bytes_per_rank {params, grads, optimizer}, traffic_per_step (formats.md).
 std::string stats_to_json(const LayoutStats& stats);
 
 }  // namespace paramlayout

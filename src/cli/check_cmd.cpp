@@ -46,6 +46,7 @@ int run_check(const CheckCommand& command) {
   const Manifest& manifest = inputs->manifest;
   const Layout& layout = inputs->layout;
   std::vector<Violation> violations = check_layout(layout, manifest);
+  for (Violation& v : check_recorded_stats(layout, manifest)) violations.push_back(std::move(v));
   if (command.replan) {
     for (Violation& v : compare_with_replan(layout, manifest)) {
       v.what = "stale: " + v.what;

@@ -31,6 +31,7 @@ struct PlanCommand {
   std::string output;  ///< "" for stdout
   bool quiet = false;
   bool timings = false;
+  double link_gbps = 0;  ///< 0: no time estimate
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 CLI::App* setup_plan(CLI::App& app, PlanCommand& command);
@@ -86,6 +87,7 @@ struct StatsCommand {
   std::string layout;
   std::string manifest;
   bool json = false;
+  double link_gbps = 0;  ///< 0: no time estimate
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 CLI::App* setup_stats(CLI::App& app, StatsCommand& command);

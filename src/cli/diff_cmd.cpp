@@ -49,8 +49,29 @@ void print_list(const LayoutDiff& d, std::string_view title, std::size_t limit,
   if (shown < rows.size()) fmt::print("  ... and {} more (--limit 0 shows all)\n", rows.size() - shown);
 }
 
+/// An option's JSON text as people read it: strings unquoted, null as "none", counts grouped.
+std::string option_value(const std::string& json) {
+  if (json == "null") return "none";
+  if (json.size() >= 2 && json.front() == '"') return json.substr(1, json.size() - 2);
+  if (!json.empty() && json.front() >= '0' && json.front() <= '9') {
+    return group_digits(std::stoll(json));
+  }
+  return json;
+}
+
 void print_text(const LayoutDiff& d, std::size_t limit) {
   fmt::print("{}\n", d.verdict());
+  if (!d.options.empty()) {
+    std::size_t width = 0;
+    for (const OptionChange& o : d.options) width = std::max(width, o.name.size());
+    fmt::print("\noptions:\n");
+    for (const OptionChange& o : d.options) {
+      fmt::print("  {:<{}}  {} -> {}\n", o.name, width, option_value(o.before),
+                 option_value(o.after));
+    }
+  }
+  if (!d.warnings.empty()) fmt::print("\n");
+  for (const std::string& warning : d.warnings) fmt::print("warning: {}\n", warning);
   if (d.identical()) return;
 
   auto change = [](const BufferChange& b, std::int64_t BufferFigures::*field) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "paramlayout/error.hpp"
+#include "paramlayout/manifest.hpp"
 
 namespace paramlayout::cli {
 
@@ -61,18 +62,31 @@ CLI::Validator byte_size(std::uint64_t min, std::uint64_t max) {
       "BYTES");
 }
 
-CLI::Validator seconds_up_to(double max) {
+CLI::Validator positive_number_up_to(double max, std::string_view what) {
   return CLI::Validator(
-      [max](const std::string& text) -> std::string {
+      [max, what = std::string(what)](const std::string& text) -> std::string {
         double value = 0;
         const char* end = text.data() + text.size();
         auto [ptr, ec] = std::from_chars(text.data(), end, value);
         if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(value) ||
             value <= 0 || value > max) {
-          return fmt::format("expected a number of seconds above 0 and at most {}, got '{}'", max,
-                             excerpt(text));
+          return fmt::format("expected a number of {} above 0 and at most {}, got '{}'", what,
+                             max, excerpt(text));
         }
         return {};
+      },
+      "");
+}
+
+CLI::Validator seconds_up_to(double max) { return positive_number_up_to(max, "seconds"); }
+
+CLI::Validator dtype_name() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        if (parse_dtype_alias(text)) return {};
+        return fmt::format("expected bfloat16 (bf16), float16 (fp16, half) or float32 (fp32, "
+                           "float), got '{}'",
+                           excerpt(text));
       },
       "");
 }

@@ -24,6 +24,12 @@ CLI::Validator byte_size(std::uint64_t min, std::uint64_t max);
 /// Accepts a finite number of seconds in (0, max].
 CLI::Validator seconds_up_to(double max);
 
+/// Accepts a finite number in (0, max], named `what` in the message ("Gb/s").
+CLI::Validator positive_number_up_to(double max, std::string_view what);
+
+/// Accepts a param dtype as torch and Megatron-LM users write it (parse_dtype_alias).
+CLI::Validator dtype_name();
+
 /// Accepts one of `choices`; with `or_positive_integer`, also any integer >= 1.
 CLI::Validator one_of(std::initializer_list<std::string_view> choices,
                       bool or_positive_integer = false);

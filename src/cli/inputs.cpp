@@ -35,6 +35,14 @@ void add_layout_with_manifest(CLI::App& sub, std::string& layout_path, std::stri
   sub.add_option("--manifest", manifest_path, manifest_help)->type_name("FILE")->required();
 }
 
+void add_link_gbps(CLI::App& sub, double& gbps) {
+  sub.add_option("--link-gbps", gbps,
+                 "Estimate the collectives' time per step on links of this many gigabits per "
+                 "second per rank (ring model)")
+      ->type_name("X")
+      ->check(positive_number_up_to(1e6, "Gb/s"));
+}
+
 void add_max_input_size(CLI::App& sub, std::uint64_t& max_bytes) {
   sub.add_option("--max-input-size", max_bytes,
                  "Refuse input files larger than this many bytes (suffixes K, M, G: powers of "

@@ -31,6 +31,9 @@ Result<LayoutWithManifest> load_layout_with_manifest(const std::string& layout_p
 void add_layout_with_manifest(CLI::App& sub, std::string& layout_path, std::string& manifest_path,
                               const std::string& manifest_help = "The manifest it was planned from");
 
+/// --link-gbps: each rank's link, for the ring model's estimate of the collectives' time.
+void add_link_gbps(CLI::App& sub, double& gbps);
+
 /// --max-input-size: the largest input file the subcommand reads.
 void add_max_input_size(CLI::App& sub, std::uint64_t& max_bytes);
 

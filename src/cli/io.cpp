@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -224,6 +225,28 @@ Result<void> write_output(const std::string& path, std::string_view content) {
   std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
   if (!real) return io_error(path, "cannot resolve");
   return replace_file(real.get(), content, st.st_mode & 07777);
+}
+
+OutputKind output_kind(const std::string& path) {
+  if (path.empty() || path == "-") return OutputKind::standard_output;
+  struct stat st {};
+  if (path.back() == '/' || (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
+    return OutputKind::directory;
+  }
+  return OutputKind::file;
+}
+
+Result<void> make_output_directory(const std::string& dir) {
+  const std::filesystem::path path(dir);
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (std::filesystem::is_directory(path)) return {};
+  const std::filesystem::path named = path.has_filename() ? path : path.parent_path();
+  const bool in_the_way = std::filesystem::exists(named) && !std::filesystem::is_directory(named);
+  return Error{fmt::format("{}: cannot use as the output directory: {}", excerpt(dir),
+                           in_the_way ? "a file of that name is in the way"
+                           : ec       ? ec.message()
+                                      : "not a directory")};
 }
 
 void print_error(const Error& error) {

@@ -27,6 +27,16 @@ Result<std::string> read_file(const std::string& path,
 /// (/dev/stdout, a pipe) are written directly.
 Result<void> write_output(const std::string& path, std::string_view content);
 
+/// Where `-o PATH` sends output, by the rule every command follows: "" and "-" are stdout; a
+/// path that ends in '/' or names an existing directory (or a link to one) is a directory;
+/// anything else is a file.
+enum class OutputKind : std::uint8_t { standard_output, file, directory };
+OutputKind output_kind(const std::string& path);
+
+/// `dir` made ready for output files: created with its parents when missing; an error naming
+/// it when it cannot be (a file is in the way, no permission).
+Result<void> make_output_directory(const std::string& dir);
+
 /// Prints `paramlayout: error: <message>` on stderr.
 void print_error(const Error& error);
 

@@ -11,6 +11,7 @@
 #include "paramlayout/layout_json.hpp"
 #include "paramlayout/megatron_args.hpp"
 #include "paramlayout/text.hpp"
+#include "summary.hpp"
 
 namespace paramlayout::cli {
 namespace {
@@ -95,12 +96,8 @@ void print_table(std::FILE* out, const JobSpec& job, const JobPlan& plan) {
     for (const JobChunk& c : plan.chunks) {
       if (c.placement.stage != stage) continue;
       const LayoutStats& s = c.stats;
-      std::int64_t numel = 0;
-      for (const BufferLayout& b : c.layout.buffers) numel += b.numel;
-      const double padding =
-          numel == 0 ? 0.0 : 100.0 * static_cast<double>(numel - s.param_elements) / numel;
       fmt::print(out, kRow, stage, c.placement.chunk, describe_chunk(c.placement),
-                 group_digits(c.param_elements), fmt::format("{:.2f}%", padding),
+                 group_digits(c.param_elements), fmt::format("{:.2f}%", s.padding_percent()),
                  human_bytes(s.param_bytes), human_bytes(s.grad_bytes),
                  human_bytes(s.optimizer_bytes),
                  human_bytes(s.param_bytes + s.grad_bytes + s.optimizer_bytes));
@@ -115,6 +112,9 @@ void print_table(std::FILE* out, const JobSpec& job, const JobPlan& plan) {
   fmt::print(out, "  heaviest stage: {}, {} per rank (params {}, grads {}, optimizer state {})\n",
              plan.heaviest_stage, human_bytes(heaviest.total()), human_bytes(heaviest.params),
              human_bytes(heaviest.grads), human_bytes(heaviest.optimizer));
+  std::vector<StageTraffic> traffic;
+  for (const JobChunk& c : plan.chunks) traffic.push_back({c.placement.stage, &c.stats.traffic});
+  print_busiest_stage(out, traffic);
 }
 
 Result<void> write_outputs(const std::string& dir, const JobSpec& job, const JobPlan& plan) {

@@ -53,7 +53,7 @@ CLI::App* setup_plan(CLI::App& app, PlanCommand& command) {
   CLI::App* sub = app.add_subcommand("plan", "Plan the buffer layout of a manifest");
   sub->add_option("MANIFEST", command.manifests,
                   "Manifest v1 JSON file ('-' for stdin); several (one per pipeline stage or "
-                  "virtual chunk) need -o DIR")
+                  "virtual chunk) need -o DIR/")
       ->type_name("FILE")
       ->required();
   sub->add_option("--dp", command.dp, "Data-parallel size (ranks a buffer is sharded over)")
@@ -83,11 +83,13 @@ CLI::App* setup_plan(CLI::App& app, PlanCommand& command) {
       ->check(one_of({"megatron", "balanced"}))
       ->capture_default_str();
   sub->add_option("-o,--output", command.output,
-                  "Write the layout here (atomically) instead of stdout; with several "
-                  "manifests, a directory that gets NAME.layout.json per manifest NAME.json")
-      ->type_name("FILE|DIR");
+                  "Write the layout here (atomically) instead of stdout; a directory (a path "
+                  "ending in '/' or an existing one, created if missing) gets NAME.layout.json "
+                  "per manifest NAME.json, and several manifests need one")
+      ->type_name("FILE|DIR/");
   sub->add_flag("-q,--quiet", command.quiet, "No summary");
   sub->add_flag("--timings", command.timings, "Print the time of each phase on stderr");
+  add_link_gbps(*sub, command.link_gbps);
   add_max_input_size(*sub, command.max_input);
   return sub;
 }
@@ -125,32 +127,36 @@ Result<PlannedChunk> plan_chunk(const std::string& path, const PlanOptions& opti
                       read_ms + timings.parse_ms, timings.validate_ms, plan_ms};
 }
 
-/// Where each chunk's layout goes: stdout or -o FILE for one; DIR/NAME.layout.json for many.
+/// Where each chunk's layout goes, by the -o rule (io.hpp): stdout or a file for one
+/// manifest; for a directory, DIR/NAME.layout.json for each manifest NAME.json. Several
+/// manifests need a directory.
 Result<void> assign_outputs(const PlanCommand& command, std::vector<PlannedChunk>& chunks) {
-  if (chunks.size() == 1) {
-    chunks[0].output = command.output.empty() ? "-" : command.output;
+  const OutputKind kind = output_kind(command.output);
+  if (kind != OutputKind::directory) {
+    if (chunks.size() > 1) {
+      return Error{fmt::format(
+          "several manifests need -o DIR/ (a path ending in '/' or an existing directory), "
+          "which gets one NAME.layout.json per manifest{}",
+          kind == OutputKind::file ? fmt::format("; '{}' names a file", excerpt(command.output))
+                                   : std::string())};
+    }
+    chunks[0].output = kind == OutputKind::file ? command.output : "-";
     return {};
-  }
-  if (command.output.empty() || command.output == "-") {
-    return Error{"several manifests need -o DIR (one layout file per manifest)"};
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(command.output, ec);
-  if (ec || !std::filesystem::is_directory(command.output)) {
-    return Error{command.output + ": cannot use as the output directory" +
-                 (ec ? ": " + ec.message() : std::string())};
   }
   std::set<std::string> taken;
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     const std::string& source = command.manifests[i];
-    if (source == "-") return Error{"'-' (stdin) cannot be one of several manifests"};
+    if (source == "-") {
+      return Error{"-o DIR/ names each layout after its manifest file, and '-' (stdin) has no "
+                   "name: give -o FILE"};
+    }
     const std::string name = std::filesystem::path(source).stem().string() + ".layout.json";
     if (!taken.insert(name).second) {
       return Error{source + ": another manifest also makes " + name + "; rename one"};
     }
     chunks[i].output = (std::filesystem::path(command.output) / name).string();
   }
-  return {};
+  return make_output_directory(command.output);
 }
 
 /// What a Megatron-LM job would do differently from these options, for the manifests that
@@ -220,7 +226,10 @@ int run_plan(const PlanCommand& command) {
   std::FILE* out = to_stdout ? stderr : stdout;
   if (!command.quiet) {
     for (const PlannedChunk& c : chunks) warn_about_job_differences(command, c);
-    for (const PlannedChunk& c : chunks) print_plan_summary(out, c.manifest, c.layout, c.stats);
+    for (const PlannedChunk& c : chunks) {
+      print_plan_summary(out, c.manifest, c.layout, c.stats, command.link_gbps);
+      warn_if_far_off(c.manifest.source, c.manifest, c.layout, c.stats);
+    }
     if (chunks.size() > 1) {
       std::vector<ChunkSummary> rows;
       for (const PlannedChunk& c : chunks) {

@@ -11,9 +11,11 @@ namespace paramlayout::cli {
 
 CLI::App* setup_stats(CLI::App& app, StatsCommand& command) {
   CLI::App* sub = app.add_subcommand(
-      "stats", "Padding against its floor, Newton-Schulz balance and memory per rank");
+      "stats", "Padding against its floor, Newton-Schulz balance, memory per rank and traffic "
+      "per step");
   add_layout_with_manifest(*sub, command.layout, command.manifest, "The manifest it was planned from (shapes)");
   sub->add_flag("--json", command.json, "One JSON object on stdout");
+  add_link_gbps(*sub, command.link_gbps);
   add_max_input_size(*sub, command.max_input);
   return sub;
 }
@@ -33,14 +35,22 @@ int run_stats(const StatsCommand& command) {
     return kExitBadInput;
   }
   if (command.json) {
-    fmt::print("{}\n", stats_to_json(*stats));
+    std::string json = stats_to_json(*stats);
+    if (command.link_gbps > 0) {
+      json.pop_back();  // the closing brace
+      json += fmt::format(", \"estimate\": {{\"link_gbps\": {}, \"seconds\": {:.6g}}}}}",
+                          command.link_gbps, stats->traffic.estimated_seconds(command.link_gbps));
+    }
+    fmt::print("{}\n", json);
     return kExitOk;
   }
   fmt::print("{}: {} {}\n", display_name(command.layout), to_string(layout.options.strategy),
              layout.options.strategy == Strategy::layerwise
                  ? fmt::format("({} packer)", to_string(layout.options.packer))
                  : std::string());
-  print_stats(stdout, *stats);
+  print_stats(stdout, *stats, command.link_gbps);
+  print_traffic_table(stdout, layout, *stats);
+  warn_if_far_off(display_name(command.layout), manifest, layout, *stats);
   return kExitOk;
 }
 

@@ -13,12 +13,18 @@
 
 namespace paramlayout::cli {
 
-/// Per buffer: key, params, buckets, numel, padding %, bytes per rank of params and grads.
+/// Per buffer: key, params, buckets, numel, padding %, bytes per rank of params and grads;
+/// then print_stats.
 void print_plan_summary(std::FILE* out, const Manifest& manifest, const Layout& layout,
-                        const LayoutStats& stats);
+                        const LayoutStats& stats, double link_gbps = 0);
 
-/// Padding and its floor, Newton-Schulz balance, memory per rank: a few lines.
-void print_stats(std::FILE* out, const LayoutStats& stats);
+/// Padding and its floor, Newton-Schulz balance, memory per rank and traffic per step: a few
+/// lines; with `link_gbps` > 0, also the ring model's estimate of the collectives' time.
+void print_stats(std::FILE* out, const LayoutStats& stats, double link_gbps = 0);
+
+/// Per buffer: the ranks, buckets and bucket sizes of its collectives, the bytes they move per
+/// step and rank, and the padding's share of what is sent.
+void print_traffic_table(std::FILE* out, const Layout& layout, const LayoutStats& stats);
 
 /// One model chunk of a pipeline, for print_pipeline_summary.
 struct ChunkSummary {
@@ -30,5 +36,20 @@ struct ChunkSummary {
 /// Per chunk (pipeline stage): params, numel, padding, bytes per rank of params and grads,
 /// and the largest, which decides the memory a job needs.
 void print_pipeline_summary(std::FILE* out, const std::vector<ChunkSummary>& chunks);
+
+/// On stderr, a warning when `layout` pads far more than another plan of `manifest` would
+/// (padding_advice): why, and what would pad less. `name` names the manifest.
+void warn_if_far_off(const std::string& name, const Manifest& manifest, const Layout& layout,
+                     const LayoutStats& stats);
+
+/// One chunk's traffic, by pipeline stage, for print_busiest_stage.
+struct StageTraffic {
+  std::int64_t stage = 0;
+  const LayoutTraffic* traffic = nullptr;
+};
+
+/// The stage whose ranks send the most per step (each chunk's DDP reduces its own buffers,
+/// so a rank sends all its chunks' traffic): one line.
+void print_busiest_stage(std::FILE* out, const std::vector<StageTraffic>& chunks);
 
 }  // namespace paramlayout::cli

@@ -18,7 +18,8 @@ namespace {
 /// "llama3-8b-tp8-pp4-stage0": the config's folder or file name and the non-trivial splits.
 std::string default_model_name(const SynthCommand& c) {
   const std::filesystem::path path(c.config);
-  std::string name = path.filename() == "config.json" && path.has_parent_path()
+  std::string name = c.config == "-" ? std::string("model")
+                     : path.filename() == "config.json" && path.has_parent_path()
                          ? path.parent_path().filename().string()
                          : path.stem().string();
   if (c.tp > 1) name += fmt::format("-tp{}", c.tp);
@@ -26,6 +27,22 @@ std::string default_model_name(const SynthCommand& c) {
   if (c.ep > 1) name += fmt::format("-ep{}", c.ep);
   if (c.etp > 0) name += fmt::format("-etp{}", c.etp);
   return name;
+}
+
+/// Where the manifest goes by the -o rule (io.hpp): stdout, a file, or DIR/MODEL.json.
+Result<std::string> output_path(const std::string& output, const std::string& model) {
+  switch (output_kind(output)) {
+    case OutputKind::standard_output:
+      return std::string("-");
+    case OutputKind::file:
+      return output;
+    case OutputKind::directory:
+      break;
+  }
+  std::string file = model + ".json";
+  std::replace(file.begin(), file.end(), '/', '-');
+  if (Result<void> made = make_output_directory(output); !made) return made.error();
+  return (std::filesystem::path(output) / file).string();
 }
 
 }  // namespace
@@ -46,14 +63,18 @@ CLI::App* setup_synth(CLI::App& app, SynthCommand& command) {
                   "Pad the vocabulary to a multiple of this times tp, as Megatron-LM does")
       ->check(integer_in(1, 1 << 20))
       ->capture_default_str();
-  sub->add_option("--dtype", command.dtype, "The params' dtype")
-      ->check(one_of({"bfloat16", "float16", "float32"}))
+  sub->add_option("--dtype", command.dtype,
+                  "The params' dtype: bfloat16 (bf16), float16 (fp16, half) or float32 (fp32, "
+                  "float), also as torch.bfloat16 ...")
+      ->type_name("D")
+      ->check(dtype_name())
       ->capture_default_str();
   sub->add_option("--model", command.model, "The manifest's model name [default: from the "
                                             "config's path and the splits]");
-  sub->add_option("-o,--output", command.output, "Write the manifest here (atomically) "
-                                                  "instead of stdout")
-      ->type_name("FILE");
+  sub->add_option("-o,--output", command.output,
+                  "Write the manifest here (atomically) instead of stdout; a directory (a path "
+                  "ending in '/' or an existing one, created if missing) gets MODEL.json")
+      ->type_name("FILE|DIR/");
   sub->add_flag("-q,--quiet", command.quiet, "No summary");
   sub->add_flag("--list", command.list,
                 "Print the config.json architectures it knows, with their models");
@@ -93,17 +114,18 @@ int run_synth(const SynthCommand& command) {
   options.ep = command.ep;
   options.etp = command.etp;
   options.vocab_divisible_by = command.vocab_divisible_by;
-  options.dtype = *parse_dtype(command.dtype);
+  options.dtype = *parse_dtype_alias(command.dtype);
   Result<SynthModel> model = synth_model(*text, command.config, options);
   if (!model) {
     print_error(model.error());
     return kExitBadInput;
   }
   model->model = command.model.empty() ? default_model_name(command) : command.model;
-  const bool to_stdout = command.output.empty() || command.output == "-";
-  if (Result<void> written = write_output(to_stdout ? "-" : command.output,
-                                                   synth_manifest_json(*model, options.dtype));
-      !written) {
+  Result<std::string> target = output_path(command.output, model->model);
+  const bool to_stdout = target && *target == "-";
+  Result<void> written = target ? write_output(*target, synth_manifest_json(*model, options.dtype))
+                                : Result<void>(target.error());
+  if (!written) {
     print_error(written.error());
     return kExitBadInput;
   }
@@ -117,7 +139,7 @@ int run_synth(const SynthCommand& command) {
       parts += fmt::format(", {} of vocab padding", group_digits(model->vocab_padding));
     }
     fmt::print(out, "{}: {} ({}), {} params, {} elements{}\n", model->model,
-               model->architecture, command.config, model->params.size(),
+               model->architecture, display_name(command.config), model->params.size(),
                group_digits(model->numel()), parts);
     for (const std::string& note : model->notes) fmt::print(out, "  note: {}\n", note);
   }

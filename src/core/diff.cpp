@@ -180,6 +180,43 @@ void write_figures(json::Writer& w, const std::optional<BufferFigures>& f) {
       .raw(", \"num_shards\": ").optional(f->num_shards).raw("}");
 }
 
+/// A PlanOptions field as JSON text.
+std::string option_text(const PlanOptions& o, std::string_view name) {
+  if (name == "strategy") return fmt::format("\"{}\"", to_string(o.strategy));
+  if (name == "dp") return std::to_string(o.dp);
+  if (name == "expert_dp") return std::to_string(o.expert_dp);
+  if (name == "bucket_size") return o.bucket_size ? std::to_string(*o.bucket_size) : "null";
+  if (name == "grad_reduce_in_fp32") return o.grad_reduce_in_fp32 ? "true" : "false";
+  if (name == "pad_for_high_nccl_busbw") return o.pad_for_high_nccl_busbw ? "true" : "false";
+  return fmt::format("\"{}\"", to_string(o.packer));
+}
+
+std::vector<OptionChange> option_changes(const PlanOptions& before, const PlanOptions& after) {
+  std::vector<OptionChange> out;
+  for (std::string_view name : {"strategy", "dp", "expert_dp", "bucket_size",
+                                "grad_reduce_in_fp32", "pad_for_high_nccl_busbw", "packer"}) {
+    std::string was = option_text(before, name);
+    std::string now = option_text(after, name);
+    if (was != now) out.push_back({name, std::move(was), std::move(now)});
+  }
+  return out;
+}
+
+std::vector<std::string> warnings_about(const Layout& before, const Layout& after) {
+  std::vector<std::string> out;
+  if (before.model && after.model && *before.model != *after.model) {
+    out.push_back(fmt::format("different models: \"{}\" and \"{}\" (params are matched by name "
+                              "across them)",
+                              excerpt(*before.model, 40), excerpt(*after.model, 40)));
+  }
+  if (before.manifest_sha256 != after.manifest_sha256) {
+    out.push_back(fmt::format("planned from different manifests (sha256 {}... and {}...)",
+                              excerpt(before.manifest_sha256.substr(0, 12)),
+                              excerpt(after.manifest_sha256.substr(0, 12))));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::size_t LayoutDiff::count(bool ParamChange::*flag) const {
@@ -198,7 +235,7 @@ std::size_t LayoutDiff::removed() const {
 }
 
 bool LayoutDiff::identical() const {
-  return changes.empty() &&
+  return options.empty() && changes.empty() &&
          std::none_of(buffers.begin(), buffers.end(), [](const BufferChange& b) {
            return b.contract_differs || !b.before || !b.after;
          });
@@ -210,6 +247,8 @@ std::string LayoutDiff::verdict() const {
   auto part = [&](std::size_t n, std::string_view what) {
     if (n > 0) parts.push_back(fmt::format("{} {}", n, what));
   };
+  std::vector<std::string_view> option_names;
+  for (const OptionChange& o : options) option_names.push_back(o.name);
   part(count(&ParamChange::moved), count(&ParamChange::moved) == 1 ? "param moved" : "params moved");
   part(added(), "added");
   part(removed(), "removed");
@@ -218,11 +257,16 @@ std::string LayoutDiff::verdict() const {
   const auto other = std::count_if(buffers.begin(), buffers.end(), [](const BufferChange& b) {
     return b.contract_differs || !b.before || !b.after;
   });
-  if (parts.empty()) {
+  if (parts.empty() && other > 0) {
     parts.push_back(fmt::format("{} buffer{} differ{} in buckets or padding only", other,
                                 other == 1 ? "" : "s", other == 1 ? "s" : ""));
   }
-  std::string out = fmt::format("{}", fmt::join(parts, ", "));
+  std::string out;
+  if (!option_names.empty()) {
+    out = fmt::format("options changed: {}", fmt::join(option_names, ", "));
+    if (!parts.empty()) out += "; ";
+  }
+  out += fmt::format("{}", fmt::join(parts, ", "));
   if (owner_changed_elements > 0) {
     out += fmt::format("; {} elements of optimizer state change owner",
                        group_digits(owner_changed_elements));
@@ -234,6 +278,8 @@ Result<LayoutDiff> diff_layouts(const Layout& before, const Layout& after) {
   if (Result<void> valid = validate_structure(before); !valid) return valid.error();
   if (Result<void> valid = validate_structure(after); !valid) return valid.error();
   LayoutDiff d;
+  d.options = option_changes(before.options, after.options);
+  d.warnings = warnings_about(before, after);
   std::unordered_map<std::string_view, Located> old_slots;
   for (const BufferLayout& b : before.buffers) {
     for (const ParamSlot& p : b.params) old_slots.emplace(p.name, Located{&b, &p});
@@ -299,6 +345,20 @@ std::string diff_to_json(const LayoutDiff& d) {
   json::Writer w(text);
   w.raw("{\n  \"identical\": ").boolean(d.identical())
       .raw(",\n  \"verdict\": ").quoted(d.verdict());
+  w.raw(",\n  \"options\": [");
+  const char* option_sep = "";
+  for (const OptionChange& o : d.options) {
+    w.raw(option_sep).raw("{\"option\": ").quoted(o.name).raw(", \"before\": ").raw(o.before)
+        .raw(", \"after\": ").raw(o.after).raw("}");
+    option_sep = ", ";
+  }
+  w.raw("],\n  \"warnings\": [");
+  option_sep = "";
+  for (const std::string& warning : d.warnings) {
+    w.raw(option_sep).quoted(warning);
+    option_sep = ", ";
+  }
+  w.raw("]");
   auto names = [&](std::string_view key, auto&& keep) {
     w.raw(",\n  \"").raw(key).raw("\": [");
     const char* sep = "";

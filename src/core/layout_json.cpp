@@ -256,7 +256,7 @@ Result<Layout> parse_layout(std::string_view text, std::string_view source) {
   }
   json::read_members(
       r, r.root(), root,
-      {"schema", "generator", "model", "manifest_sha256", "options", "buffers"},
+      {"schema", "generator", "model", "manifest_sha256", "options", "buffers", "stats"},
       {"schema", "manifest_sha256", "options", "buffers"},
       [&](std::size_t slot, json::Element v, const json::Path& p) {
         switch (slot) {
@@ -279,6 +279,9 @@ Result<Layout> parse_layout(std::string_view text, std::string_view source) {
             }
             break;
           }
+          case 6:
+            layout.recorded_stats = simdjson::minify(v);
+            break;
           default:
             break;
         }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <limits>
 #include <functional>
@@ -161,6 +162,21 @@ std::string_view to_string(Storage storage) {
 
 std::optional<DType> parse_dtype(std::string_view name, bool allow_uint8) {
   return find_name<DType>(kDTypeNames, name, allow_uint8 ? 4 : 3);
+}
+
+std::optional<DType> parse_dtype_alias(std::string_view name) {
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string_view word = lower;
+  if (word.starts_with("torch.")) word.remove_prefix(6);
+  static constexpr std::pair<std::string_view, DType> kAliases[] = {
+      {"bfloat16", DType::bfloat16}, {"bf16", DType::bfloat16},
+      {"float16", DType::float16},   {"fp16", DType::float16},   {"half", DType::float16},
+      {"float32", DType::float32},   {"fp32", DType::float32},   {"float", DType::float32}};
+  for (const auto& [alias, dtype] : kAliases) {
+    if (word == alias) return dtype;
+  }
+  return std::nullopt;
 }
 
 std::optional<Storage> parse_storage(std::string_view name) {

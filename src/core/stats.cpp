@@ -30,7 +30,9 @@ std::vector<Cost> slot_costs(const BufferLayout& buffer,
   return costs;
 }
 
-double percent(std::int64_t part, std::int64_t whole) {
+__extension__ using Wide = __int128;
+
+double percent(Wide part, Wide whole) {
   return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
 
@@ -41,10 +43,63 @@ bool add_to(std::int64_t& total, std::optional<std::int64_t> part) {
   return sum.has_value();
 }
 
+/// What `b` moves per step on each rank (stats.hpp, BufferTraffic); nullopt where a figure
+/// does not fit in 64 bits.
+std::optional<BufferTraffic> buffer_traffic(const BufferLayout& b, const PlanOptions& options,
+                                            std::int64_t padding) {
+  BufferTraffic t;
+  const bool sharded = b.strategy != Strategy::unpadded;
+  t.ranks = sharded ? b.num_shards.value_or(1)
+                    : (b.key.expert_parallel ? options.expert_dp : options.dp);
+  t.buckets = static_cast<std::int64_t>(b.buckets.size());
+  for (std::size_t j = 0; j < b.buckets.size(); ++j) {
+    const std::int64_t size = b.buckets[j].size();
+    t.smallest_bucket = j == 0 ? size : std::min(t.smallest_bucket, size);
+    t.largest_bucket = std::max(t.largest_bucket, size);
+  }
+  const Wide grad = Wide{b.numel} * dtype_bytes(b.key.grad_dtype);
+  const Wide param = Wide{b.numel} * dtype_bytes(b.key.param_dtype);
+  // Each collective sends (ranks - 1) / ranks of its bytes per rank, an all-reduce twice
+  // that; padding is the same share of every bucket's bytes as of the buffer's.
+  const Wide moved = sharded ? grad + param : 2 * grad;
+  const Wide sent = moved * (t.ranks - 1) / t.ranks;
+  constexpr Wide kMax = std::numeric_limits<std::int64_t>::max();
+  if (grad > kMax || param > kMax || sent > kMax) return std::nullopt;
+  const Wide padding_sent = b.numel == 0 ? 0 : sent * padding / b.numel;
+  (sharded ? t.reduce_scatter_bytes : t.all_reduce_bytes) = static_cast<std::int64_t>(grad);
+  if (sharded) t.all_gather_bytes = static_cast<std::int64_t>(param);
+  t.sent_bytes = static_cast<std::int64_t>(sent);
+  t.padding_sent_bytes = static_cast<std::int64_t>(padding_sent);
+  return t;
+}
+
+/// Adds one buffer's traffic to the layout's; false when a sum does not fit in 64 bits.
+bool add_traffic(LayoutTraffic& total, const BufferTraffic& t) {
+  return add_to(total.reduce_scatter_bytes, t.reduce_scatter_bytes) &&
+         add_to(total.all_gather_bytes, t.all_gather_bytes) &&
+         add_to(total.all_reduce_bytes, t.all_reduce_bytes) &&
+         add_to(total.sent_bytes, t.sent_bytes) &&
+         add_to(total.padding_sent_bytes, t.padding_sent_bytes);
+}
+
 }  // namespace
 
-double LayoutStats::padding_percent() const { return percent(padding, param_elements); }
-double LayoutStats::floor_percent() const { return percent(floor_padding, param_elements); }
+double padding_share_percent(std::int64_t padding, std::int64_t param_elements) {
+  return percent(padding, Wide{padding} + param_elements);
+}
+
+double LayoutStats::padding_percent() const {
+  return padding_share_percent(padding, param_elements);
+}
+double LayoutStats::floor_percent() const {
+  return padding_share_percent(floor_padding, param_elements);
+}
+
+double LayoutTraffic::padding_percent() const { return percent(padding_sent_bytes, sent_bytes); }
+
+double LayoutTraffic::estimated_seconds(double gbps) const {
+  return gbps > 0 ? static_cast<double>(sent_bytes) * 8 / (gbps * 1e9) : 0.0;
+}
 
 Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest) {
   if (Result<void> valid = validate_structure(layout); !valid) return valid.error();
@@ -61,6 +116,7 @@ Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest)
   std::map<std::int64_t, double> largest_by_shards;
   for (const BufferLayout& b : layout.buffers) {
     BufferStats& s = stats.buffers.emplace_back();
+    s.key = b.key;
     s.param_elements = b.param_numel().value_or(0);  // fits: its params are disjoint
     s.padding = b.numel - s.param_elements;
     s.floor = b.numel;
@@ -68,7 +124,12 @@ Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest)
     if (b.strategy == Strategy::layerwise) {
       stats.has_layerwise = true;
       std::int64_t largest = 0;
-      for (const ParamSlot& p : b.params) largest = std::max(largest, p.numel());
+      for (const ParamSlot& p : b.params) {
+        if (p.numel() <= largest) continue;
+        largest = p.numel();
+        s.largest_param = p.name;
+      }
+      s.largest_param_elements = largest;
       const std::vector<Cost> costs = slot_costs(b, by_name);
       for (const Cost cost : costs) {
         s.largest_cost = std::max(s.largest_cost, static_cast<double>(cost));
@@ -93,6 +154,11 @@ Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest)
         !checked_add(stats.param_elements, stats.padding)) {
       return too_large("the buffers' elements add up to");
     }
+    const std::optional<BufferTraffic> traffic = buffer_traffic(b, layout.options, s.padding);
+    if (!traffic || !add_traffic(stats.traffic, *traffic)) {
+      return too_large("the bytes each rank sends per step add up to");
+    }
+    s.traffic = *traffic;
     if (!add_to(stats.param_bytes, checked_mul(b.numel, dtype_bytes(b.key.param_dtype))) ||
         !add_to(stats.grad_bytes, checked_mul(b.numel, dtype_bytes(b.key.grad_dtype))) ||
         !add_to(stats.optimizer_bytes, s.optimizer_bytes_per_rank) ||

@@ -4,6 +4,35 @@
 #include "paramlayout/stats.hpp"
 
 namespace paramlayout {
+namespace {
+
+void write_traffic(json::Writer& w, const LayoutStats& s) {
+  const LayoutTraffic& t = s.traffic;
+  w.raw("{\"reduce_scatter_bytes\": ").integer(t.reduce_scatter_bytes)
+      .raw(", \"all_gather_bytes\": ").integer(t.all_gather_bytes)
+      .raw(", \"all_reduce_bytes\": ").integer(t.all_reduce_bytes)
+      .raw(", \"sent_bytes\": ").integer(t.sent_bytes)
+      .raw(", \"padding_sent_bytes\": ").integer(t.padding_sent_bytes)
+      .raw(", \"buffers\": [");
+  const char* sep = "";
+  for (const BufferStats& b : s.buffers) {
+    const BufferTraffic& bt = b.traffic;
+    w.raw(sep).raw("{\"buffer\": ").quoted(describe(b.key))
+        .raw(", \"ranks\": ").integer(bt.ranks)
+        .raw(", \"buckets\": ").integer(bt.buckets)
+        .raw(", \"smallest_bucket\": ").integer(bt.smallest_bucket)
+        .raw(", \"largest_bucket\": ").integer(bt.largest_bucket)
+        .raw(", \"reduce_scatter_bytes\": ").integer(bt.reduce_scatter_bytes)
+        .raw(", \"all_gather_bytes\": ").integer(bt.all_gather_bytes)
+        .raw(", \"all_reduce_bytes\": ").integer(bt.all_reduce_bytes)
+        .raw(", \"sent_bytes\": ").integer(bt.sent_bytes)
+        .raw(", \"padding_sent_bytes\": ").integer(bt.padding_sent_bytes).raw("}");
+    sep = ", ";
+  }
+  w.raw("]}");
+}
+
+}  // namespace
 
 std::string stats_to_json(const LayoutStats& s) {
   std::string text;
@@ -18,7 +47,9 @@ std::string stats_to_json(const LayoutStats& s) {
       .raw(", \"bytes_per_rank\": {\"params\": ").integer(s.param_bytes)
       .raw(", \"grads\": ").integer(s.grad_bytes)
       .raw(", \"optimizer\": ").integer(s.optimizer_bytes)
-      .raw("}}");
+      .raw("}, \"traffic_per_step\": ");
+  write_traffic(w, s);
+  w.raw("}");
   return text;
 }
 

@@ -217,12 +217,20 @@ class SafeOutput(Case):
                 self.assertTrue(stat.S_ISCHR(node.lstat().st_mode))
             self.assertEqual(sorted(os.listdir(tmp)), ["fifo", "full", "null", "stdout"])
 
-    def test_a_directory_is_not_a_file(self):
+    def test_a_directory_gets_a_named_file_and_is_never_replaced(self):
         with tempfile.TemporaryDirectory() as tmp:
             self.assertRefused(run("render", ROOT / "testdata/repro/README.md", "-o", tmp), 2)
-            result = run("synth", ROOT / "testdata/configs/gpt2.json", "-q", "-o", tmp)
-            self.assertRefused(result, 2, f"{tmp}: is a directory")
             self.assertEqual(os.listdir(tmp), [])
+            result = run("synth", ROOT / "testdata/configs/gpt2.json", "-q", "-o", tmp)
+            self.assertRefused(result, 0)
+            self.assertEqual(os.listdir(tmp), ["gpt2.json"])
+            manifest = Path(tmp, "gpt2.json")
+            layout = Path(tmp, "layout.json")
+            self.assertRefused(run("plan", manifest, "--dp", "2", "-q", "-o", layout), 0)
+            result = run("verify", layout, "--manifest", manifest, "--backend", "cpu", "-q",
+                         "--report", tmp)
+            self.assertRefused(result, 2, f"{tmp}: is a directory")
+            self.assertEqual(sorted(os.listdir(tmp)), ["gpt2.json", "layout.json"])
 
     def test_no_temporary_file_is_left_when_killed(self):
         # A layout of tens of MB takes a while to write; SIGTERM arrives while its temporary

@@ -1,0 +1,44 @@
+// The colours of a layout's picture: params grouped by what they belong to (a range of
+// decoder layers, the embedding, the output layer, the multi-token prediction layers, the
+// rest), one colour per group, each named in the legend.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "paramlayout/layout.hpp"
+
+namespace paramlayout::render {
+
+/// A colour group's index, from 0.
+using Colour = int;
+
+class Palette {
+ public:
+  /// Groups for the params of `layout`: at most 12 decoder layers one colour each, more
+  /// in at most 10 ranges of consecutive layers.
+  explicit Palette(const Layout& layout);
+
+  Colour colour_of(std::string_view param_name) const;
+
+  /// CSS rules `.cN{fill:...}` for every group.
+  std::string css() const;
+  /// The class attribute value of a colour ("c3").
+  static std::string css_class(Colour colour);
+  /// What a colour stands for, for the legend ("layers 0-6", "embedding", ...).
+  std::string label(Colour colour) const;
+  /// Every colour, in legend order (layer ranges first).
+  std::vector<Colour> all() const;
+
+ private:
+  std::int64_t first_layer_ = 0;
+  std::int64_t last_layer_ = 0;
+  std::int64_t layers_per_colour_ = 1;
+  int layer_colours_ = 0;
+  // The groups after the layer ranges.
+  enum Other : int { kEmbedding, kOutput, kMtp, kRest, kOthers };
+};
+
+}  // namespace paramlayout::render

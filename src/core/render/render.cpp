@@ -1,0 +1,178 @@
+#include "paramlayout/render.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "buffer_view.hpp"
+#include "palette.hpp"
+#include "paramlayout/check.hpp"
+#include "paramlayout/stats.hpp"
+#include "paramlayout/text.hpp"
+#include "svg.hpp"
+
+namespace paramlayout {
+namespace {
+
+using render::BufferView;
+using render::Colour;
+using render::escape;
+using render::kMargin;
+using render::kPageWidth;
+using render::kPlotLeft;
+using render::kPlotWidth;
+using render::Palette;
+using render::Piece;
+
+constexpr double kMinBox = 3;            ///< pieces less tall than this merge
+constexpr std::size_t kMaxBoxes = 5000;  ///< named boxes in a picture, at most
+
+/// The least height a piece needs to be drawn as a box of its own: kMinBox, or more where
+/// that would draw more than kMaxBoxes boxes (which bounds the picture's size).
+double box_threshold(const std::vector<BufferView>& views) {
+  std::vector<double> heights;
+  for (const BufferView& v : views) {
+    v.for_each_piece([&](const Piece& p) {
+      if (p.height >= kMinBox) heights.push_back(p.height);
+    });
+  }
+  if (heights.size() <= kMaxBoxes) return kMinBox;
+  std::nth_element(heights.begin(), heights.begin() + kMaxBoxes - 1, heights.end(),
+                   std::greater<>());
+  // Strictly above the kMaxBoxes-th largest: ties are merged rather than counted.
+  return std::nextafter(heights[kMaxBoxes - 1], INFINITY);
+}
+
+/// The colours used, with the padding's hatching first.
+double draw_legend(std::string& out, double y, const Palette& palette,
+                   const std::vector<bool>& used) {
+  out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"h\">colours</text>\n", kMargin, y + 11);
+  double x = kPlotLeft;
+  const auto entry = [&](const std::string& css, const std::string& label) {
+    const double width = 24 + 6.2 * static_cast<double>(label.size());
+    if (x + width > kPageWidth - kMargin) {
+      x = kPlotLeft;
+      y += 18;
+    }
+    out += fmt::format(
+        "<rect class=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"14\"/>"
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"s\">{}</text>\n",
+        css, x, y, x + 18, y + 11, escape(label));
+    x += width + 12;
+  };
+  entry("pad", "padding");
+  const std::vector<Colour> colours = palette.all();
+  for (std::size_t i = 0; i < colours.size(); ++i) {
+    if (used[i]) entry("sw " + Palette::css_class(colours[i]), palette.label(colours[i]));
+  }
+  return y + 28;
+}
+
+/// One bar of what every rank holds: params, grads and optimizer state, padding hatched.
+double draw_memory(std::string& out, double y, const Layout& layout, const LayoutStats& s) {
+  double param_padding = 0;
+  double grad_padding = 0;
+  double optimizer_padding = 0;
+  for (std::size_t i = 0; i < layout.buffers.size(); ++i) {
+    const BufferLayout& b = layout.buffers[i];
+    const double padding = static_cast<double>(s.buffers[i].padding);
+    param_padding += padding * dtype_bytes(b.key.param_dtype);
+    grad_padding += padding * dtype_bytes(b.key.grad_dtype);
+    // A rank's share of the padding, on average over the ranks.
+    optimizer_padding +=
+        padding / static_cast<double>(b.num_shards.value_or(1)) * (b.key.layerwise ? 8 : 12);
+  }
+  const double total = static_cast<double>(s.param_bytes) + static_cast<double>(s.grad_bytes) +
+                       static_cast<double>(s.optimizer_bytes);
+  out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"h\">per rank</text>\n", kMargin, y + 13);
+  double x = kPlotLeft;
+  const struct {
+    const char* css;
+    const char* name;
+    double bytes;
+    double padding;
+  } parts[] = {
+      {"mp", "params", static_cast<double>(s.param_bytes), param_padding},
+      {"mg", "grads", static_cast<double>(s.grad_bytes), grad_padding},
+      {"mo", "optimizer state", static_cast<double>(s.optimizer_bytes), optimizer_padding}};
+  std::vector<std::string> labels;
+  for (const auto& part : parts) {
+    const double width = total > 0 ? kPlotWidth * part.bytes / total : 0;
+    const double hatched = part.bytes > 0 ? width * std::min(part.padding / part.bytes, 1.0) : 0;
+    const std::string label =
+        fmt::format("{} {} ({:.1f}% padding)", part.name, human_bytes(part.bytes),
+                    part.bytes > 0 ? 100 * part.padding / part.bytes : 0.0);
+    out += fmt::format(
+        "<rect class=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+        "height=\"18\"><title>{}</title></rect>\n",
+        part.css, x, y, width - hatched, label);
+    if (hatched > 0) {
+      out += fmt::format(
+          "<rect class=\"pad\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+          "height=\"18\"><title>{} padding</title></rect>\n",
+          x + width - hatched, y, hatched, part.name);
+    }
+    x += width;
+    labels.push_back(label);
+  }
+  out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"s\">{}; total {} on every rank</text>\n",
+                     kPlotLeft, y + 32, fmt::join(labels, ", "), human_bytes(total));
+  return y + 44;
+}
+
+}  // namespace
+
+Result<std::string> render_svg(const Layout& layout) {
+  if (Result<void> valid = validate_structure(layout); !valid) return valid.error();
+  // The manifest only gives the Newton-Schulz costs, which the picture does not show. Figures
+  // past 64 bits leave out the lines that need them.
+  const Result<LayoutStats> stats = layout_stats(layout, Manifest{});
+  const Palette palette(layout);
+  std::vector<BufferView> views;
+  for (const BufferLayout& b : layout.buffers) views.emplace_back(b);
+  const double min_height = box_threshold(views);
+
+  std::vector<bool> used(palette.all().size(), false);
+  std::string body;
+  double y = 64;
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    y = views[i].draw(body, y, i, palette, min_height, used);
+  }
+  y = draw_legend(body, y + 4, palette, used);
+  if (stats) y = draw_memory(body, y, layout, *stats);
+
+  const PlanOptions& o = layout.options;
+  std::string title =
+      fmt::format("{}: {}, dp {}", escape(excerpt(layout.model.value_or("layout"), 80)),
+                  to_string(o.strategy), o.dp);
+  if (o.expert_dp != o.dp) title += fmt::format(", expert dp {}", o.expert_dp);
+  if (o.strategy == Strategy::layerwise) title += fmt::format(", {} packer", to_string(o.packer));
+  std::string svg = fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1:.0f}\" "
+      "viewBox=\"0 0 {0} {1:.0f}\" font-family=\"sans-serif\">\n"
+      "<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+      "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f4f4f4\"/>"
+      "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c8c8c8\" stroke-width=\"2\"/>"
+      "</pattern><style>.t{{font-size:16px;font-weight:bold}} .h{{font-size:12px}} "
+      ".s{{font-size:10px;fill:#333}} .pad{{fill:url(#hatch);stroke:#999;stroke-width:0.5}} "
+      ".p{{stroke:#fff;stroke-width:0.4}} .grid{{stroke:#999;stroke-width:0.5;fill:none}} "
+      ".use{{fill:#9ab8de}} .sw{{stroke:#444;stroke-width:0.5}} .mp{{fill:#5b8def}} "
+      ".mg{{fill:#f2a65a}} .mo{{fill:#7cc47c}} {2}</style></defs>\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text x=\"{3}\" y=\"28\" class=\"t\">{4}</text>\n"
+      "<text x=\"{3}\" y=\"46\" class=\"s\">{5}hover a box for its param and range</text>\n",
+      kPageWidth, y + 8, palette.css(), kMargin, title,
+      stats ? fmt::format("padding {:.2f}% of the buffers; each rank sends {} per step ({:.2f}% "
+                          "padding); ",
+                          stats->padding_percent(),
+                          human_bytes(static_cast<double>(stats->traffic.sent_bytes)),
+                          stats->traffic.padding_percent())
+            : std::string());
+  svg += body;
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace paramlayout
