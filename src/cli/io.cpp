@@ -236,6 +236,24 @@ OutputKind output_kind(const std::string& path) {
   return OutputKind::file;
 }
 
+Result<std::string> output_target(const std::string& output,
+                                  const std::string& name_in_directory) {
+  switch (output_kind(output)) {
+    case OutputKind::standard_output:
+      return std::string("-");
+    case OutputKind::file:
+      return output;
+    case OutputKind::directory:
+      break;
+  }
+  if (name_in_directory.empty()) {
+    return Error{"-o DIR/ names the output after its input file, and '-' (stdin) has no name: "
+                 "give -o FILE"};
+  }
+  if (Result<void> made = make_output_directory(output); !made) return made.error();
+  return (std::filesystem::path(output) / name_in_directory).string();
+}
+
 Result<void> make_output_directory(const std::string& dir) {
   const std::filesystem::path path(dir);
   std::error_code ec;

@@ -33,6 +33,11 @@ Result<void> write_output(const std::string& path, std::string_view content);
 enum class OutputKind : std::uint8_t { standard_output, file, directory };
 OutputKind output_kind(const std::string& path);
 
+/// Where one output goes by the -o rule: "-" (stdout), `output` itself (a file), or
+/// `output`/`name_in_directory` for a directory, which is created when missing. An empty
+/// `name_in_directory` means the input has no name to give (stdin): an error for a directory.
+Result<std::string> output_target(const std::string& output, const std::string& name_in_directory);
+
 /// `dir` made ready for output files: created with its parents when missing; an error naming
 /// it when it cannot be (a file is in the way, no permission).
 Result<void> make_output_directory(const std::string& dir);

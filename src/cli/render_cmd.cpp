@@ -11,24 +11,10 @@
 namespace paramlayout::cli {
 namespace {
 
-/// Where the picture goes by the -o rule (io.hpp): stdout, a file, or DIR/NAME.svg for a
-/// layout NAME.json.
-Result<std::string> output_path(const std::string& output, const std::string& layout) {
-  switch (output_kind(output)) {
-    case OutputKind::standard_output:
-      return std::string("-");
-    case OutputKind::file:
-      return output;
-    case OutputKind::directory:
-      break;
-  }
-  if (layout == "-") {
-    return Error{"-o DIR/ names the picture after its layout file, and '-' (stdin) has no "
-                 "name: give -o FILE"};
-  }
-  if (Result<void> made = make_output_directory(output); !made) return made.error();
-  const std::string name = std::filesystem::path(layout).stem().string() + ".svg";
-  return (std::filesystem::path(output) / name).string();
+/// The picture's file name in an output directory: NAME.svg for a layout NAME.json; none for
+/// stdin.
+std::string file_name_for(const std::string& layout) {
+  return layout == "-" ? std::string() : std::filesystem::path(layout).stem().string() + ".svg";
 }
 
 }  // namespace
@@ -56,7 +42,7 @@ int run_render(const RenderCommand& command) {
     print_error(svg.error());
     return kExitBadInput;
   }
-  Result<std::string> target = output_path(command.output, command.layout);
+  Result<std::string> target = output_target(command.output, file_name_for(command.layout));
   Result<void> written = target ? write_output(*target, *svg) : Result<void>(target.error());
   if (!written) {
     print_error(written.error());

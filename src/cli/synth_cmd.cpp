@@ -29,20 +29,11 @@ std::string default_model_name(const SynthCommand& c) {
   return name;
 }
 
-/// Where the manifest goes by the -o rule (io.hpp): stdout, a file, or DIR/MODEL.json.
-Result<std::string> output_path(const std::string& output, const std::string& model) {
-  switch (output_kind(output)) {
-    case OutputKind::standard_output:
-      return std::string("-");
-    case OutputKind::file:
-      return output;
-    case OutputKind::directory:
-      break;
-  }
+/// The manifest's file name in an output directory: MODEL.json.
+std::string file_name_for(const std::string& model) {
   std::string file = model + ".json";
   std::replace(file.begin(), file.end(), '/', '-');
-  if (Result<void> made = make_output_directory(output); !made) return made.error();
-  return (std::filesystem::path(output) / file).string();
+  return file;
 }
 
 }  // namespace
@@ -121,7 +112,7 @@ int run_synth(const SynthCommand& command) {
     return kExitBadInput;
   }
   model->model = command.model.empty() ? default_model_name(command) : command.model;
-  Result<std::string> target = output_path(command.output, model->model);
+  Result<std::string> target = output_target(command.output, file_name_for(model->model));
   const bool to_stdout = target && *target == "-";
   Result<void> written = target ? write_output(*target, synth_manifest_json(*model, options.dtype))
                                 : Result<void>(target.error());
