@@ -9,7 +9,6 @@
 #include <functional>
 
 #include "verify/harness.hpp"
-#include "verify/peers.hpp"
 #include "paramlayout/plan.hpp"
 #include "paramlayout/verify.hpp"
 #include "reference_cases.hpp"
@@ -194,28 +193,6 @@ std::string param_at(const BufferLayout& b, std::int64_t at) {
 }  // namespace
 
 TEST_SUITE("verify") {
-  TEST_CASE("the launcher's environment says how many processes were started") {
-    const char* names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS",
-                           "SLURM_STEP_NUM_TASKS"};
-    for (const char* name : names) unsetenv(name);
-    CHECK(verify::launched_processes() == 1);
-    for (const char* name : names) {
-      CAPTURE(name);
-      setenv(name, "4", 1);
-      CHECK(verify::launched_processes() == 4);
-      unsetenv(name);
-    }
-    setenv("SLURM_STEP_NUM_TASKS", "not a number", 1);
-    CHECK(verify::launched_processes() == 1);
-    unsetenv("SLURM_STEP_NUM_TASKS");
-    // This process alone: every failure is its own, every combination the value itself.
-    std::unique_ptr<verify::Peers> solo = verify::solo_peers();
-    CHECK(solo->size() == 1);
-    CHECK(solo->first_failure(std::string("boom")) == "boom");
-    CHECK(!solo->first_failure(std::nullopt));
-    CHECK(solo->sum(7) == 7);
-  }
-
   TEST_CASE("sums of contributions are exact integers in every encoding, for any dp") {
     // The encodings of small integers, from the IEEE formats.
     CHECK(integer_bits(0, Encoding::bfloat16) == 0);
