@@ -163,7 +163,7 @@ nccl_header() {
 
 if [ -z "$offline" ]; then
   command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || die "nvcc not found"
-  export PATH=$PATH:/usr/local/cuda/bin
+  export PATH=/usr/local/cuda/bin:$PATH
   source tools/setup.sh
   paramlayout_install
   fetch_deps
