@@ -44,10 +44,14 @@ int run_stats(const StatsCommand& command) {
     fmt::print("{}\n", json);
     return kExitOk;
   }
-  fmt::print("{}: {} {}\n", display_name(command.layout), to_string(layout.options.strategy),
-             layout.options.strategy == Strategy::layerwise
-                 ? fmt::format("({} packer)", to_string(layout.options.packer))
-                 : std::string());
+  const PlanOptions& options = layout.options;
+  fmt::print("{}: {}{}, dp {}{}\n", display_name(command.layout), to_string(options.strategy),
+             options.strategy == Strategy::layerwise
+                 ? fmt::format(" ({} packer)", to_string(options.packer))
+                 : std::string(),
+             options.dp,
+             options.expert_dp != options.dp ? fmt::format(", expert dp {}", options.expert_dp)
+                                             : std::string());
   print_stats(stdout, *stats, command.link_gbps);
   print_traffic_table(stdout, layout, *stats);
   warn_if_far_off(display_name(command.layout), manifest, layout, *stats);

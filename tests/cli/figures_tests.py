@@ -184,6 +184,7 @@ class Traffic(unittest.TestCase):
             m = manifest_file(tmp, *TWO_MATRICES)
             layout = planned(tmp, m, *LAYERWISE_DP2)
             text = run("stats", layout, "--manifest", m).stdout
+            self.assertEqual(text.splitlines()[0], f"{layout}: layerwise (megatron packer), dp 2")
             self.assertIn("per step, each rank: reduce-scatters 32.00 KiB, all-gathers "
                           "32.00 KiB, sends 32.00 KiB (25.00% padding)", text)
             row = next(line for line in text.splitlines()
