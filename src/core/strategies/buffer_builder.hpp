@@ -5,9 +5,9 @@
 #include <cstdint>
 
 #include "paramlayout/error.hpp"
+#include "paramlayout/grouping.hpp"
 #include "paramlayout/layout.hpp"
 #include "paramlayout/manifest.hpp"
-#include "paramlayout/plan.hpp"
 
 namespace paramlayout::strategies {
 
