@@ -78,5 +78,6 @@ paramlayout_release_build() {
   paramlayout_install
   paramlayout_configure build-release -Dbuildtype=release -Dtests=disabled
   paramlayout_step "building build-release/"
-  meson compile -C build-release >/dev/null
+  meson compile -C build-release >build-release/compile.log 2>&1 ||
+    { tail -n 40 build-release/compile.log >&2; echo "the release build failed" >&2; return 1; }
 }
