@@ -2,8 +2,8 @@
 # What `paramlayout job` costs on whole jobs, in a release build (build-release/), as a
 # markdown table: the DeepSeek-V3 launch line on 1,024 GPUs (32 chunks) and Llama-3.1-405B
 # on 2,048 (32 chunks), planned alone (-q) and written out (-o: 65 files, each flushed to
-# disk). For each, its instructions (callgrind, whole process), the best of RUNS runs and
-# its peak memory.
+# disk). For each, its instructions (callgrind, whole process), its least CPU and wall time
+# of RUNS runs, and its peak memory.
 # Usage: [RUNS=N] bench/job.sh
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -26,13 +26,13 @@ llama_args=(-- --num-layers 126 --hidden-size 16384 --ffn-hidden-size 53248
 
 echo "Measured by bench/job.sh on $(machine)."
 echo
-echo "| job | output | instructions | best ms | peak RSS MB |"
-echo "|---|---|---|---|---|"
+echo "| job | output | instructions | CPU ms | wall ms | peak RSS MB |"
+echo "|---|---|---|---|---|---|"
 row() {  # DESCRIPTION OUTPUT COMMAND...
   local what=$1 output=$2
   shift 2
-  read -r ms rss <<<"$(best_of "$runs" "$@")"
-  echo "| $what | $output | $(millions "$(instructions "$@")") | $ms | $rss |"
+  read -r wall cpu rss <<<"$(best_of "$runs" "$@")"
+  echo "| $what | $output | $(millions "$(instructions "$@")") | $cpu | $wall | $rss |"
 }
 row "DeepSeek-V3, 1,024 GPUs, PP 16 x VPP 2, EP 64, MTP" "summary only" \
   "$bin" "${deepseek[@]}" "${deepseek_args[@]}"
