@@ -106,7 +106,9 @@ Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest)
 /// The figures as one JSON object (no newline), as `stats --json` prints them and a
 /// layout's `stats` member holds them. The keys, in order: param_elements, padding,
 /// floor_padding, padding_percent, floor_percent, cost_imbalance, cost_imbalance_bound,
-/// bytes_per_rank {params, grads, optimizer}, traffic_per_step (formats.md).
-std::string stats_to_json(const LayoutStats& stats);
+/// bytes_per_rank {params, grads, optimizer}, traffic_per_step (formats.md); with a
+/// `link_gbps` above 0, also `estimate` {link_gbps, seconds}: the ring-model time of the
+/// collectives on links that fast (not part of a layout's `stats` member).
+std::string stats_to_json(const LayoutStats& stats, double link_gbps = 0);
 
 }  // namespace paramlayout

@@ -35,13 +35,7 @@ int run_stats(const StatsCommand& command) {
     return kExitBadInput;
   }
   if (command.json) {
-    std::string json = stats_to_json(*stats);
-    if (command.link_gbps > 0) {
-      json.pop_back();  // the closing brace
-      json += fmt::format(", \"estimate\": {{\"link_gbps\": {}, \"seconds\": {:.6g}}}}}",
-                          command.link_gbps, stats->traffic.estimated_seconds(command.link_gbps));
-    }
-    fmt::print("{}\n", json);
+    fmt::print("{}\n", stats_to_json(*stats, command.link_gbps));
     return kExitOk;
   }
   const PlanOptions& options = layout.options;

@@ -34,7 +34,7 @@ void write_traffic(json::Writer& w, const LayoutStats& s) {
 
 }  // namespace
 
-std::string stats_to_json(const LayoutStats& s) {
+std::string stats_to_json(const LayoutStats& s, double link_gbps) {
   std::string text;
   json::Writer w(text);
   w.raw("{\"param_elements\": ").integer(s.param_elements)
@@ -49,6 +49,11 @@ std::string stats_to_json(const LayoutStats& s) {
       .raw(", \"optimizer\": ").integer(s.optimizer_bytes)
       .raw("}, \"traffic_per_step\": ");
   write_traffic(w, s);
+  if (link_gbps > 0) {
+    w.raw(", \"estimate\": {\"link_gbps\": ").raw(fmt::format("{}", link_gbps))
+        .raw(", \"seconds\": ").raw(fmt::format("{:.6g}", s.traffic.estimated_seconds(link_gbps)))
+        .raw("}");
+  }
   w.raw("}");
   return text;
 }
