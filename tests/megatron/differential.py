@@ -15,7 +15,6 @@ $MEGATRON_LM, and exits 77 (a skip, for meson) where that is unset.
 """
 import argparse
 import json
-import os
 import random
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import megatron_checkout  # noqa: E402
 import megatron_functions  # noqa: E402
 
 
@@ -105,12 +105,10 @@ def case_arguments(description, *positionals):
 def main():
     args = case_arguments("Random manifests planned here and by Megatron-LM's functions.",
                           "checkout", "binary")
-    checkout = args.checkout
-    if checkout == "-":
-        checkout = os.environ.get("MEGATRON_LM", "")
-        if not checkout or not Path(checkout).exists():
-            print("skipped: set MEGATRON_LM to a Megatron-LM checkout (work tree or bare git dir)")
-            return 77
+    checkout = megatron_checkout.checkout_from(args.checkout)
+    if checkout is None:
+        print(megatron_checkout.SKIP_MESSAGE)
+        return 77
     functions = megatron_functions.load_functions(checkout)
     rng = random.Random(args.seed)
     wrong = 0

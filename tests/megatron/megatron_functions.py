@@ -14,20 +14,13 @@ import ast
 import json
 import logging
 import math
-import subprocess
 import sys
 import textwrap
 import types
 import typing
 from pathlib import Path
 
-
-def read_source(checkout, path):
-    root = Path(checkout)
-    if (root / path).exists():
-        return (root / path).read_text()
-    return subprocess.run(["git", "--git-dir", str(root), "show", f"HEAD:{path}"],
-                          capture_output=True, text=True, check=True).stdout
+from megatron_checkout import read_source
 
 
 def method_source(module_source, class_name, method_name):

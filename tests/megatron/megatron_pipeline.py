@@ -33,12 +33,12 @@ import enum
 import functools
 import logging
 import re
-import subprocess
 import sys
 import textwrap
 import types
 import typing
-from pathlib import Path
+
+from megatron_checkout import checkout_commit, read_source
 
 FILES = {
     "arguments": "megatron/training/arguments.py",
@@ -59,21 +59,6 @@ FILES = {
 # stages and no middle stage a ZeroDivisionError). Anything else (a NameError, an
 # AttributeError) is this harness failing, and is not caught.
 REFUSALS = (AssertionError, ValueError, ZeroDivisionError, NotImplementedError, IndexError)
-
-
-def read_source(checkout, path):
-    root = Path(checkout)
-    if (root / path).exists():
-        return (root / path).read_text()
-    return subprocess.run(["git", "--git-dir", str(root), "show", f"HEAD:{path}"],
-                          capture_output=True, text=True, check=True).stdout
-
-
-def checkout_commit(checkout):
-    root = Path(checkout)
-    git = ["git", "-C", str(root)] if (root / ".git").exists() else ["git", "--git-dir", str(root)]
-    result = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True)
-    return result.stdout.strip() or "unknown"
 
 
 def find_function(tree, path):

@@ -23,7 +23,6 @@ unit-test goldens.
 """
 import argparse
 import json
-import os
 import random
 import subprocess
 import sys
@@ -31,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import megatron_checkout  # noqa: E402
 import megatron_pipeline  # noqa: E402
 import pipeline_cases  # noqa: E402
 
@@ -190,12 +190,10 @@ def main():
     parser.add_argument("--sweep", action="store_true",
                         help="every small configuration (16,160 cases) instead of random ones")
     args = parser.parse_args()
-    checkout = args.checkout
-    if checkout == "-":
-        checkout = os.environ.get("MEGATRON_LM", "")
-        if not checkout or not Path(checkout).exists():
-            print("skipped: set MEGATRON_LM to a Megatron-LM checkout (work tree or bare git dir)")
-            return 77
+    checkout = megatron_checkout.checkout_from(args.checkout)
+    if checkout is None:
+        print(megatron_checkout.SKIP_MESSAGE)
+        return 77
     megatron = megatron_pipeline.Megatron(checkout)
     if args.write_cases:
         return write_cases(megatron, args.binary, args.write_cases)
