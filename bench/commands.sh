@@ -25,8 +25,7 @@ echo "|---|---|---|---|---|---|"
 row() {  # DESCRIPTION INPUT COMMAND...
   local what=$1 on=$2
   shift 2
-  read -r wall cpu rss <<<"$(best_of "$runs" "$@")"
-  echo "| \`$what\` | $on | $(millions "$(instructions "$@")") | $cpu | $wall | $rss |"
+  echo "| \`$what\` | $on | $(command_cells "$runs" "$@") |"
 }
 row "check --replan" "layerwise dp 8" "$bin" check "$lw8" --manifest "$manifest" --replan
 row "check --replan" "layerwise dp 512" "$bin" check "$lw512" --manifest "$manifest" --replan

@@ -31,8 +31,7 @@ echo "|---|---|---|---|---|---|"
 row() {  # DESCRIPTION OUTPUT COMMAND...
   local what=$1 output=$2
   shift 2
-  read -r wall cpu rss <<<"$(best_of "$runs" "$@")"
-  echo "| $what | $output | $(millions "$(instructions "$@")") | $cpu | $wall | $rss |"
+  echo "| $what | $output | $(command_cells "$runs" "$@") |"
 }
 row "DeepSeek-V3, 1,024 GPUs, PP 16 x VPP 2, EP 64, MTP" "summary only" \
   "$bin" "${deepseek[@]}" "${deepseek_args[@]}"

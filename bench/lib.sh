@@ -62,6 +62,15 @@ plan_ms() {
 }
 
 # millions N: N as "12.3 M".
+# command_cells RUNS COMMAND...: "INSTRUCTIONS | CPU_MS | WALL_MS | PEAK_RSS_MB", the cells
+# of a markdown row: COMMAND's instructions (callgrind) and best_of RUNS runs.
+command_cells() {
+  local runs=$1 wall cpu rss
+  shift
+  read -r wall cpu rss <<<"$(best_of "$runs" "$@")"
+  echo "$(millions "$(instructions "$@")") | $cpu | $wall | $rss"
+}
+
 millions() {
   python3 -c "print(f'{$1 / 1e6:,.1f} M')"
 }

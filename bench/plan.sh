@@ -36,9 +36,8 @@ for choice in sequential-dp/megatron layerwise/megatron layerwise/balanced; do
     plan_best=$(plan_ms "$deepseek" "$choice" "$dp")
     command=("$bin" plan "$deepseek" --dp "$dp" --strategy "$strategy" --packer "$packer" -q
              -o "$data/$strategy-$packer-dp$dp.json")
-    read -r wall cpu rss <<<"$(best_of "$runs" "${command[@]}")"
     echo "| $strategy | $packer | $dp | $(millions "$plan_count") | ${plan_best% }" \
-      "| $(millions "$(instructions "${command[@]}")") | $cpu | $wall | $rss |"
+      "| $(command_cells "$runs" "${command[@]}") |"
   done
 done
 
