@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
       options[c].strategy = choices[c].strategy;
       options[c].packer = choices[c].packer;
       options[c].dp = options[c].expert_dp = std::stoll(argv[i]);
-      options[c].bucket_size = default_bucket_size(options[c].dp);
+      options[c].bucket_size = ddp_fallback_bucket_size(options[c].dp);
     }
     int runs = fixed_runs > 0 ? fixed_runs : 1;  // else the first round tells how many
     for (int r = 0; r < runs; ++r) {

@@ -20,7 +20,7 @@ namespace paramlayout {
 struct Alternative {
   std::string options;  ///< the plan options that differ, as `plan` takes them
   PlanOptions plan_options;
-  LayoutStats stats;
+  LayoutFootprint footprint;
 };
 
 /// Why a layout pads far more than it must, and what would pad less.
@@ -39,13 +39,13 @@ struct PaddingAdvice {
   std::optional<Alternative> sequential_dp;
 };
 
-/// Bytes per rank of params, grads and optimizer state together (saturating).
-std::int64_t total_bytes_per_rank(const LayoutStats& stats);
-
 /// Advice for a layerwise `layout` (planned from `manifest`, with `stats`) that pads at least
 /// 25% of its buffers and needs at least 1.25 times the memory per rank of another plan of the
-/// same manifest; nullopt otherwise. Plans up to four alternatives, only when the padding is
-/// that high.
+/// same manifest; nullopt otherwise. Plans alternatives only as far as the advice needs: none
+/// below that padding; only sequential-dp's (cheap) when no layerwise plan could need 1.25
+/// times less than this one (each needs at least its buffers' floors); then only the
+/// layerwise alternatives whose floors could beat the best one so far. They are weighed by
+/// their footprint, without costs or traffic.
 std::optional<PaddingAdvice> padding_advice(const Manifest& manifest, const Layout& layout,
                                             const LayoutStats& stats);
 

@@ -33,7 +33,7 @@ struct JobSpec {
   Packer packer = Packer::megatron;
   bool pad_for_high_nccl_busbw = false;
   /// Bucketing: none without --overlap-grad-reduce; else --ddp-bucket-size, or the rank's
-  /// params / --ddp-num-buckets, or max(40M, 1M x dp x cp).
+  /// params / --ddp-num-buckets, or training's rule (training_bucket_size over dp x cp).
   bool overlap_grad_reduce = false;
   bool overlap_param_gather_with_optimizer_step = false;
   std::optional<std::int64_t> ddp_bucket_size;
@@ -50,8 +50,7 @@ struct JobSpec {
 /// One (stage, chunk): its manifest, its layout and their figures.
 struct JobChunk {
   ChunkPlacement placement;
-  std::string manifest_json;
-  Manifest manifest;
+  Manifest manifest;  ///< written by write_manifest_json; named stageS.chunkC.manifest.json
   Layout layout;
   LayoutStats stats;
   std::int64_t param_elements = 0;
@@ -68,23 +67,26 @@ struct JobPlan {
 std::optional<std::int64_t> job_bucket_size(const JobSpec& job, const ChunkPlacement& chunk,
                                             std::int64_t stage_params);
 
-/// Builds and plans every chunk. Fails when the model cannot be split as asked.
+/// How one chunk of `job` is planned: the job's strategy, packer and dtypes, its buffers
+/// sharded over dense_shards() and expert_shards(), bucketed by job_bucket_size. The one way
+/// from a job to PlanOptions.
+PlanOptions job_plan_options(const JobSpec& job, const ChunkPlacement& chunk,
+                             std::int64_t stage_params);
+
+/// `stageS.chunkC`: how a job names a chunk's files (`.manifest.json`, `.layout.json`) and
+/// its manifest in messages.
+std::string chunk_file_stem(const ChunkPlacement& chunk);
+
+/// Builds every chunk's manifest, then plans each by plan_chunk, as `plan` does. Fails when
+/// the model cannot be split as asked.
 Result<JobPlan> plan_job(const JobSpec& job);
 
-/// Bytes per rank of one pipeline stage: its chunks' params, grads and optimizer state.
-struct StageMemory {
-  std::int64_t params = 0;
-  std::int64_t grads = 0;
-  std::int64_t optimizer = 0;
-  std::int64_t total() const { return params + grads + optimizer; }
-};
+/// Bytes per rank of one pipeline stage: its chunks' params, grads and optimizer state;
 /// nullopt when the stage's total does not fit in 64 bits (plan_job refuses such a job).
-std::optional<StageMemory> stage_memory(const JobPlan& plan, std::int64_t stage);
+std::optional<BytesPerRank> stage_memory(const JobPlan& plan, std::int64_t stage);
 
 /// `job.json` (paramlayout.job/v1): the job's sizes and, per chunk, what it builds, its files
-/// (`manifest_file` and `layout_file` give each chunk's file names) and its figures.
-std::string write_job_json(const JobSpec& job, const JobPlan& plan,
-                           const std::vector<std::string>& manifest_files,
-                           const std::vector<std::string>& layout_files);
+/// (chunk_file_stem) and its figures.
+std::string write_job_json(const JobSpec& job, const JobPlan& plan);
 
 }  // namespace paramlayout

@@ -42,8 +42,15 @@ struct PlanOptions {
   bool operator==(const PlanOptions&) const = default;
 };
 
-/// Megatron's default bucket size for `dp` ranks: max(40M, 1M * dp) elements.
-std::int64_t default_bucket_size(std::int64_t dp);
+/// DistributedDataParallel's fallback bucket size, when its config names none:
+/// max(40M, 1M x dp) elements over its `dp` data-parallel ranks (what `plan` takes by
+/// default).
+std::int64_t ddp_fallback_bucket_size(std::int64_t dp);
+
+/// Megatron-LM training's bucket size when --ddp-bucket-size is not given: max(40M,
+/// 1M x dp_cp) elements over the `dp_cp` ranks of the data- and context-parallel group (what
+/// `job` takes by default).
+std::int64_t training_bucket_size(std::int64_t dp_cp);
 
 /// Identifies one contiguous buffer: params sharing it share dtypes, reduction group and
 /// optimizer.

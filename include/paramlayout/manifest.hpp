@@ -81,6 +81,11 @@ struct ParseTimings {
 Result<Manifest> parse_manifest(std::string_view text, std::string_view source,
                                 ParseTimings* timings = nullptr);
 
+/// Manifest v1 JSON text of `manifest`: schema, model (when known), parallel (when recorded)
+/// and one line per param, whose optional members are written only where they differ from
+/// their defaults. parse_manifest reads it back to the same manifest.
+std::string write_manifest_json(const Manifest& manifest);
+
 /// Lowercase hex SHA-256 of `bytes`.
 std::string sha256_hex(std::string_view bytes);
 

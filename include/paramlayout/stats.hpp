@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,41 @@ struct BufferTraffic {
   std::int64_t padding_sent_bytes = 0;
 };
 
+/// What the optimizer keeps for each element of a buffer, on the rank that owns the element
+/// (the distributed optimizer shards its state over the buffer's ranks), in bytes.
+struct OptimizerState {
+  int main_param_bytes = 4;  ///< the main (master) copy of the param, fp32
+  int moment_bytes = 4;      ///< each moment, fp32
+  int moments = 2;           ///< Adam: exp_avg and exp_avg_sq; Muon: the momentum
+
+  int bytes_per_element() const { return main_param_bytes + moments * moment_bytes; }
+  bool operator==(const OptimizerState&) const = default;
+};
+
+/// Megatron-LM's optimizer state for the buffer of `key`: Adam for a buffer of the
+/// distributed optimizer (fp32 main params and two fp32 moments, 12 bytes per element), Muon
+/// for a layerwise one (fp32 main params and one fp32 momentum, 8 bytes).
+OptimizerState optimizer_state(const BufferKey& key);
+
+/// Bytes per rank. Megatron-LM's DDP keeps whole param and grad buffers on every rank; the
+/// optimizer state is sharded: each rank holds its shard's.
+struct BytesPerRank {
+  std::int64_t params = 0;
+  std::int64_t grads = 0;
+  std::int64_t optimizer = 0;
+
+  /// params + grads + optimizer: what decides which chunk or stage is the heaviest.
+  /// Saturates at the largest 64-bit figure (layout_stats refuses a layout whose total does
+  /// not fit).
+  std::int64_t total() const;
+  /// Adds `other`; false when a figure or the total would not fit in 64 bits.
+  bool add(const BytesPerRank& other);
+};
+
+/// What one buffer needs per rank, padding included: nullopt when a figure does not fit in
+/// 64 bits.
+std::optional<BytesPerRank> buffer_bytes_per_rank(const BufferLayout& buffer);
+
 /// One buffer's figures.
 struct BufferStats {
   BufferKey key;
@@ -53,7 +89,8 @@ struct BufferStats {
   /// Per-rank Newton-Schulz cost (layerwise buffers; empty otherwise).
   std::vector<double> rank_cost;
   double largest_cost = 0;
-  std::int64_t optimizer_bytes_per_rank = 0;
+  OptimizerState optimizer;
+  BytesPerRank bytes_per_rank;
   BufferTraffic traffic;
 
   double padding_percent() const { return padding_share_percent(padding, param_elements); }
@@ -85,12 +122,8 @@ struct LayoutStats {
   bool has_layerwise = false;  ///< the cost figures below are about layerwise buffers
   double cost_imbalance = 1;
   double cost_imbalance_bound = 1;
-  /// Bytes per rank. Megatron-LM's DDP keeps whole param and grad buffers on every rank;
-  /// the optimizer state is sharded: fp32 main params plus two Adam moments (12 bytes per
-  /// element) for non-Muon params, fp32 main params plus one momentum (8 bytes) for Muon.
-  std::int64_t param_bytes = 0;
-  std::int64_t grad_bytes = 0;
-  std::int64_t optimizer_bytes = 0;
+  /// The buffers' bytes per rank (their sum fits in 64 bits).
+  BytesPerRank bytes_per_rank;
   LayoutTraffic traffic;
 
   /// Padding as a share of the buffers' elements, and the floor's share of the least
@@ -98,6 +131,19 @@ struct LayoutStats {
   double padding_percent() const;
   double floor_percent() const;
 };
+
+/// What a layout needs, without its costs and traffic: its elements, padding and bytes per
+/// rank, as layout_stats reports them (cheap enough to weigh other plans of a manifest).
+struct LayoutFootprint {
+  std::int64_t param_elements = 0;
+  std::int64_t padding = 0;
+  BytesPerRank bytes_per_rank;
+
+  double padding_percent() const;
+};
+
+/// The footprint of a planned `layout`; nullopt when a figure does not fit in 64 bits.
+std::optional<LayoutFootprint> layout_footprint(const Layout& layout);
 
 /// The figures of `layout`, planned from `manifest` (for the params' shapes). Fails when the
 /// layout breaks a promise of check_structure, or a figure does not fit in 64 bits.

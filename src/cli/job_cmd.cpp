@@ -95,20 +95,19 @@ void print_table(std::FILE* out, const JobSpec& job, const JobPlan& plan) {
   for (std::int64_t stage = 0; stage < job.parallel.pp; ++stage) {
     for (const JobChunk& c : plan.chunks) {
       if (c.placement.stage != stage) continue;
-      const LayoutStats& s = c.stats;
+      const BytesPerRank& b = c.stats.bytes_per_rank;
       fmt::print(out, kRow, stage, c.placement.chunk, describe_chunk(c.placement),
-                 group_digits(c.param_elements), fmt::format("{:.2f}%", s.padding_percent()),
-                 human_bytes(s.param_bytes), human_bytes(s.grad_bytes),
-                 human_bytes(s.optimizer_bytes),
-                 human_bytes(s.param_bytes + s.grad_bytes + s.optimizer_bytes));
+                 group_digits(c.param_elements),
+                 fmt::format("{:.2f}%", c.stats.padding_percent()), human_bytes(b.params),
+                 human_bytes(b.grads), human_bytes(b.optimizer), human_bytes(b.total()));
     }
     if (job.parallel.vpp > 1) {
-      const StageMemory m = stage_memory(plan, stage).value_or(StageMemory{});
+      const BytesPerRank m = stage_memory(plan, stage).value_or(BytesPerRank{});
       fmt::print(out, kRow, stage, "all", "", "", "", human_bytes(m.params), human_bytes(m.grads),
                  human_bytes(m.optimizer), human_bytes(m.total()));
     }
   }
-  const StageMemory heaviest = stage_memory(plan, plan.heaviest_stage).value_or(StageMemory{});
+  const BytesPerRank heaviest = stage_memory(plan, plan.heaviest_stage).value_or(BytesPerRank{});
   fmt::print(out, "  heaviest stage: {}, {} per rank (params {}, grads {}, optimizer state {})\n",
              plan.heaviest_stage, human_bytes(heaviest.total()), human_bytes(heaviest.params),
              human_bytes(heaviest.grads), human_bytes(heaviest.optimizer));
@@ -118,34 +117,22 @@ void print_table(std::FILE* out, const JobSpec& job, const JobPlan& plan) {
 }
 
 Result<void> write_outputs(const std::string& dir, const JobSpec& job, const JobPlan& plan) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec || !std::filesystem::is_directory(dir)) {
-    return Error{dir + ": cannot use as the output directory" +
-                 (ec ? ": " + ec.message() : std::string())};
-  }
-  std::vector<std::string> manifests;
-  std::vector<std::string> layouts;
-  for (const JobChunk& c : plan.chunks) {
-    const std::string stem = fmt::format("stage{}.chunk{}", c.placement.stage, c.placement.chunk);
-    manifests.push_back(stem + ".manifest.json");
-    layouts.push_back(stem + ".layout.json");
-  }
+  if (Result<void> made = make_output_directory(dir); !made) return made;
   const std::filesystem::path base(dir);
-  for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
-    const JobChunk& c = plan.chunks[i];
-    if (Result<void> r = write_output((base / manifests[i]).string(), c.manifest_json);
+  for (const JobChunk& c : plan.chunks) {
+    const std::string stem = chunk_file_stem(c.placement);
+    if (Result<void> r = write_output((base / (stem + ".manifest.json")).string(),
+                                      write_manifest_json(c.manifest));
         !r) {
       return r;
     }
-    if (Result<void> r = write_output((base / layouts[i]).string(),
-                                               write_layout_json(c.layout, stats_to_json(c.stats)));
+    if (Result<void> r = write_output((base / (stem + ".layout.json")).string(),
+                                      write_layout_json(c.layout, stats_to_json(c.stats)));
         !r) {
       return r;
     }
   }
-  return write_output((base / "job.json").string(),
-                               write_job_json(job, plan, manifests, layouts));
+  return write_output((base / "job.json").string(), write_job_json(job, plan));
 }
 
 }  // namespace

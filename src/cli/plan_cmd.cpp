@@ -11,7 +11,7 @@
 #include "inputs.hpp"
 #include "io.hpp"
 #include "paramlayout/layout_json.hpp"
-#include "paramlayout/plan.hpp"
+#include "paramlayout/plan_chunk.hpp"
 #include "summary.hpp"
 
 namespace paramlayout::cli {
@@ -37,7 +37,7 @@ PlanOptions options_from(const PlanCommand& command) {
   options.dp = command.dp;
   options.expert_dp = command.expert_dp > 0 ? command.expert_dp : command.dp;
   if (command.bucket_size.empty()) {
-    options.bucket_size = default_bucket_size(command.dp);
+    options.bucket_size = ddp_fallback_bucket_size(command.dp);
   } else if (command.bucket_size != "none") {
     options.bucket_size = parse_integer(command.bucket_size);
   }
@@ -107,8 +107,8 @@ struct PlannedChunk {
   double plan_ms = 0;
 };
 
-Result<PlannedChunk> plan_chunk(const std::string& path, const PlanOptions& options,
-                                std::uint64_t max_input) {
+Result<PlannedChunk> read_and_plan(const std::string& path, const PlanOptions& options,
+                                   std::uint64_t max_input) {
   Stopwatch phase;
   Result<std::string> text = read_file(path, max_input);
   if (!text) return text.error();
@@ -116,15 +116,12 @@ Result<PlannedChunk> plan_chunk(const std::string& path, const PlanOptions& opti
   const double read_ms = phase.lap();
   Result<Manifest> manifest = parse_manifest(*text, path == "-" ? "<stdin>" : path, &timings);
   if (!manifest) return manifest.error();
-  phase.lap();
-  Result<Layout> layout = plan(*manifest, options);
-  if (!layout) return layout.error();
-  const double plan_ms = phase.lap();
-  // Every figure of the layout must fit, or a reader could not read it back.
-  Result<LayoutStats> stats = layout_stats(*layout, *manifest);
-  if (!stats) return stats.error();
-  return PlannedChunk{std::move(*manifest), std::move(*layout), std::move(*stats), {},
-                      read_ms + timings.parse_ms, timings.validate_ms, plan_ms};
+  double plan_ms = 0;
+  Result<ChunkPlan> planned = plan_chunk(*manifest, options, &plan_ms);
+  if (!planned) return planned.error();
+  return PlannedChunk{std::move(*manifest), std::move(planned->layout),
+                      std::move(planned->stats), {}, read_ms + timings.parse_ms,
+                      timings.validate_ms, plan_ms};
 }
 
 /// Where each chunk's layout goes, by the -o rule (io.hpp): stdout or a file for one
@@ -199,7 +196,7 @@ int run_plan(const PlanCommand& command) {
   const PlanOptions options = options_from(command);
   std::vector<PlannedChunk> chunks;
   for (const std::string& path : command.manifests) {
-    Result<PlannedChunk> chunk = plan_chunk(path, options, command.max_input);
+    Result<PlannedChunk> chunk = read_and_plan(path, options, command.max_input);
     if (!chunk) {
       print_error(chunk.error());
       return kExitBadInput;

@@ -50,8 +50,8 @@ Row layout_row(const Layout& layout, const LayoutStats& s) {
   }
   row.numel = s.param_elements + s.padding;
   row.padding = s.padding;
-  row.param_bytes = static_cast<double>(s.param_bytes);
-  row.grad_bytes = static_cast<double>(s.grad_bytes);
+  row.param_bytes = static_cast<double>(s.bytes_per_rank.params);
+  row.grad_bytes = static_cast<double>(s.bytes_per_rank.grads);
   return row;
 }
 
@@ -64,9 +64,10 @@ void print_stats(std::FILE* out, const LayoutStats& s, double link_gbps) {
     fmt::print(out, "; Newton-Schulz cost per rank: max/mean {:.3f} (bound {:.3f})",
                s.cost_imbalance, s.cost_imbalance_bound);
   }
+  const BytesPerRank& bytes = s.bytes_per_rank;
   fmt::print(out, "\n  per rank: params {}, grads {}, optimizer state {}, total {}\n",
-             bytes_text(s.param_bytes), bytes_text(s.grad_bytes), bytes_text(s.optimizer_bytes),
-             bytes_text(s.param_bytes + s.grad_bytes + s.optimizer_bytes));
+             bytes_text(bytes.params), bytes_text(bytes.grads), bytes_text(bytes.optimizer),
+             bytes_text(bytes.total()));
   const LayoutTraffic& t = s.traffic;
   std::vector<std::string> moved;
   if (t.reduce_scatter_bytes > 0) {
@@ -112,14 +113,14 @@ void warn_if_far_off(const std::string& name, const Manifest& manifest, const La
                      const LayoutStats& stats) {
   const std::optional<PaddingAdvice> advice = padding_advice(manifest, layout, stats);
   if (!advice) return;
-  const auto figures = [](const LayoutStats& s) {
-    return fmt::format("{:.2f}% padding, {} per rank", s.padding_percent(),
-                       bytes_text(total_bytes_per_rank(s)));
+  const auto figures = [](const LayoutFootprint& f) {
+    return fmt::format("{:.2f}% padding, {} per rank", f.padding_percent(),
+                       bytes_text(f.bytes_per_rank.total()));
   };
   fmt::print(stderr, "paramlayout: warning: {}: layerwise at dp {} pads {:.2f}% of its buffers "
                      "and needs {} per rank, far more than other plans of it\n",
              name, layout.options.dp, stats.padding_percent(),
-             bytes_text(total_bytes_per_rank(stats)));
+             bytes_text(stats.bytes_per_rank.total()));
   if (advice->largest_param) {
     fmt::print(stderr,
                "  why: a rank's shard of a bucket holds whole matrices, and \"{}\" has {} "
@@ -139,12 +140,12 @@ void warn_if_far_off(const std::string& name, const Manifest& manifest, const La
   }
   if (advice->better_layerwise) {
     fmt::print(stderr, "{} {}: {}", advice->largest_param ? ";" : "",
-               advice->better_layerwise->options, figures(advice->better_layerwise->stats));
+               advice->better_layerwise->options, figures(advice->better_layerwise->footprint));
   }
   fmt::print(stderr, "\n");
   if (advice->sequential_dp) {
     fmt::print(stderr, "  for scale, without the layerwise optimizer: --strategy sequential-dp: {}\n",
-               figures(advice->sequential_dp->stats));
+               figures(advice->sequential_dp->footprint));
   }
 }
 
@@ -178,20 +179,21 @@ void print_pipeline_summary(std::FILE* out, const std::vector<ChunkSummary>& chu
   constexpr const char* kRow = "  {:<40} {:>7} {:>17} {:>8} {:>12} {:>12}\n";
   fmt::print(out, "pipeline: {} chunks\n", chunks.size());
   fmt::print(out, kRow, "chunk", "params", "numel", "padding", "params/rank", "grads/rank");
-  std::size_t largest = 0;
-  double largest_bytes = -1;
+  std::size_t heaviest = 0;
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     const Row t = layout_row(*chunks[i].layout, *chunks[i].stats);
     fmt::print(out, kRow, chunks[i].name, t.params, group_digits(t.numel),
                fmt::format("{:.2f}%", padding_share_percent(t.padding, t.numel - t.padding)),
                human_bytes(t.param_bytes), human_bytes(t.grad_bytes));
-    if (t.param_bytes + t.grad_bytes > largest_bytes) {
-      largest_bytes = t.param_bytes + t.grad_bytes;
-      largest = i;
+    if (chunks[i].stats->bytes_per_rank.total() >
+        chunks[heaviest].stats->bytes_per_rank.total()) {
+      heaviest = i;
     }
   }
-  fmt::print(out, "  largest: {} ({} of params and grads per rank)\n", chunks[largest].name,
-             human_bytes(largest_bytes));
+  const BytesPerRank& bytes = chunks[heaviest].stats->bytes_per_rank;
+  fmt::print(out, "  heaviest: {}, {} per rank (params {}, grads {}, optimizer state {})\n",
+             chunks[heaviest].name, bytes_text(bytes.total()), bytes_text(bytes.params),
+             bytes_text(bytes.grads), bytes_text(bytes.optimizer));
 }
 
 void print_plan_summary(std::FILE* out, const Manifest& manifest, const Layout& layout,

@@ -33,8 +33,9 @@ struct ChunkSummary {
   const LayoutStats* stats = nullptr;  ///< of `layout`
 };
 
-/// Per chunk (pipeline stage): params, numel, padding, bytes per rank of params and grads,
-/// and the largest, which decides the memory a job needs.
+/// Per chunk (pipeline stage): params, numel, padding, bytes per rank of params and grads;
+/// then the heaviest chunk (the most bytes per rank with optimizer state), which decides the
+/// memory a job needs.
 void print_pipeline_summary(std::FILE* out, const std::vector<ChunkSummary>& chunks);
 
 /// On stderr, a warning when `layout` pads far more than another plan of `manifest` would

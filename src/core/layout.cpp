@@ -26,8 +26,15 @@ std::optional<Strategy> parse_strategy(std::string_view name) {
   return std::nullopt;
 }
 
-std::int64_t default_bucket_size(std::int64_t dp) {
+std::int64_t ddp_fallback_bucket_size(std::int64_t dp) {
+  // megatron/core/distributed/distributed_data_parallel.py: max(40000000, 1000000 *
+  // dp_group.size()).
   return std::max<std::int64_t>(40'000'000, 1'000'000 * dp);
+}
+
+std::int64_t training_bucket_size(std::int64_t dp_cp) {
+  // megatron/training/training.py: max(40000000, 1000000 * get_pg_size(dp_cp_group)).
+  return std::max<std::int64_t>(40'000'000, 1'000'000 * dp_cp);
 }
 
 std::string describe(const BufferKey& key) {

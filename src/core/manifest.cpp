@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "json_reader.hpp"
+#include "json_writer.hpp"
 
 namespace paramlayout {
 namespace {
@@ -239,6 +240,40 @@ Result<Manifest> parse_manifest(std::string_view text, std::string_view source,
     timings->validate_ms = Ms(Clock::now() - parsed).count();
   }
   return manifest;
+}
+
+std::string write_manifest_json(const Manifest& manifest) {
+  std::string text;
+  json::Writer w(text);
+  w.raw("{\"schema\": \"paramlayout.manifest/v1\"");
+  if (manifest.model) w.raw(", \"model\": ").quoted(*manifest.model);
+  if (manifest.parallel) {
+    const ParallelConfig& p = *manifest.parallel;
+    w.raw(",\n \"parallel\": {\"tp\": ").integer(p.tp).raw(", \"pp\": ").integer(p.pp);
+    w.raw(", \"vpp\": ").integer(p.vpp).raw(", \"cp\": ").integer(p.cp);
+    w.raw(", \"ep\": ").integer(p.ep).raw(", \"etp\": ").integer(p.etp);
+    w.raw(", \"stage\": ").integer(p.stage).raw(", \"chunk\": ").integer(p.chunk).raw("}");
+  }
+  w.raw(",\n \"params\": [");
+  const char* sep = "\n  ";
+  for (const Param& p : manifest.params) {
+    w.raw(sep).raw("{\"name\": ").quoted(p.name).raw(", \"shape\": [");
+    for (std::size_t i = 0; i < p.shape.size(); ++i) {
+      if (i > 0) w.raw(", ");
+      w.integer(p.shape[i]);
+    }
+    w.raw("], \"dtype\": ").quoted(to_string(p.dtype));
+    if (p.storage != Storage::dense) w.raw(", \"storage\": ").quoted(to_string(p.storage));
+    if (p.expert_parallel) w.raw(", \"expert_parallel\": true");
+    if (p.embedding_or_output) w.raw(", \"embedding_or_output\": true");
+    if (p.shared_embedding) w.raw(", \"shared_embedding\": true");
+    if (!p.use_muon) w.raw(", \"use_muon\": false");
+    if (p.gtp_remat_size != 1) w.raw(", \"gtp_remat_size\": ").integer(p.gtp_remat_size);
+    w.raw("}");
+    sep = ",\n  ";
+  }
+  w.raw("\n]}\n");
+  return text;
 }
 
 }  // namespace paramlayout

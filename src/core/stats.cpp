@@ -84,6 +84,61 @@ bool add_traffic(LayoutTraffic& total, const BufferTraffic& t) {
 
 }  // namespace
 
+OptimizerState optimizer_state(const BufferKey& key) {
+  OptimizerState state;
+  if (key.layerwise) state.moments = 1;
+  return state;
+}
+
+std::int64_t BytesPerRank::total() const {
+  BytesPerRank sum;
+  return sum.add(*this) ? sum.params + sum.grads + sum.optimizer
+                        : std::numeric_limits<std::int64_t>::max();
+}
+
+bool BytesPerRank::add(const BytesPerRank& other) {
+  BytesPerRank sum = *this;
+  if (!add_to(sum.params, other.params) || !add_to(sum.grads, other.grads) ||
+      !add_to(sum.optimizer, other.optimizer) || !checked_add(sum.params, sum.grads) ||
+      !checked_add(sum.params + sum.grads, sum.optimizer)) {
+    return false;
+  }
+  *this = sum;
+  return true;
+}
+
+std::optional<BytesPerRank> buffer_bytes_per_rank(const BufferLayout& b) {
+  // Sharded buffers hold whole shards: numel is a multiple of the shard count.
+  const std::int64_t owned =
+      b.strategy == Strategy::unpadded ? b.numel : b.numel / b.num_shards.value_or(1);
+  const std::optional<std::int64_t> params = checked_mul(b.numel, dtype_bytes(b.key.param_dtype));
+  const std::optional<std::int64_t> grads = checked_mul(b.numel, dtype_bytes(b.key.grad_dtype));
+  const std::optional<std::int64_t> optimizer =
+      checked_mul(owned, optimizer_state(b.key).bytes_per_element());
+  BytesPerRank bytes;
+  if (!params || !grads || !optimizer || !bytes.add({*params, *grads, *optimizer})) {
+    return std::nullopt;
+  }
+  return bytes;
+}
+
+double LayoutFootprint::padding_percent() const {
+  return padding_share_percent(padding, param_elements);
+}
+
+std::optional<LayoutFootprint> layout_footprint(const Layout& layout) {
+  LayoutFootprint f;
+  for (const BufferLayout& b : layout.buffers) {
+    const std::optional<std::int64_t> params = b.param_numel();
+    const std::optional<BytesPerRank> bytes = buffer_bytes_per_rank(b);
+    if (!params || !bytes || !add_to(f.param_elements, *params) ||
+        !add_to(f.padding, b.numel - *params) || !f.bytes_per_rank.add(*bytes)) {
+      return std::nullopt;
+    }
+  }
+  return f;
+}
+
 double padding_share_percent(std::int64_t padding, std::int64_t param_elements) {
   return percent(padding, Wide{padding} + param_elements);
 }
@@ -142,12 +197,10 @@ Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest)
       for (std::size_t r = 0; r < total.size(); ++r) total[r] += s.rank_cost[r];
       largest_by_shards[shards] = std::max(largest_by_shards[shards], s.largest_cost);
     }
-    // Sharded buffers hold whole shards: numel is a multiple of the shard count.
-    const std::int64_t owned = b.strategy == Strategy::unpadded ? b.numel : b.numel / shards;
-    const std::optional<std::int64_t> optimizer_bytes =
-        checked_mul(owned, b.key.layerwise ? 8 : 12);
-    if (!optimizer_bytes) return too_large("a buffer's optimizer state per rank takes");
-    s.optimizer_bytes_per_rank = *optimizer_bytes;
+    s.optimizer = optimizer_state(b.key);
+    const std::optional<BytesPerRank> bytes = buffer_bytes_per_rank(b);
+    if (!bytes) return too_large("a buffer's params, grads and optimizer state per rank take");
+    s.bytes_per_rank = *bytes;
 
     if (!add_to(stats.param_elements, s.param_elements) || !add_to(stats.padding, s.padding) ||
         !add_to(stats.floor_padding, s.floor - s.param_elements) ||
@@ -159,11 +212,7 @@ Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest)
       return too_large("the bytes each rank sends per step add up to");
     }
     s.traffic = *traffic;
-    if (!add_to(stats.param_bytes, checked_mul(b.numel, dtype_bytes(b.key.param_dtype))) ||
-        !add_to(stats.grad_bytes, checked_mul(b.numel, dtype_bytes(b.key.grad_dtype))) ||
-        !add_to(stats.optimizer_bytes, s.optimizer_bytes_per_rank) ||
-        !checked_add(stats.param_bytes, stats.grad_bytes) ||
-        !checked_add(stats.param_bytes + stats.grad_bytes, stats.optimizer_bytes)) {
+    if (!stats.bytes_per_rank.add(s.bytes_per_rank)) {
       return too_large("the bytes per rank of params, grads and optimizer state add up to");
     }
   }

@@ -44,9 +44,9 @@ std::string stats_to_json(const LayoutStats& s, double link_gbps) {
       .raw(", \"floor_percent\": ").raw(fmt::format("{:.4f}", s.floor_percent()))
       .raw(", \"cost_imbalance\": ").raw(fmt::format("{:.6f}", s.cost_imbalance))
       .raw(", \"cost_imbalance_bound\": ").raw(fmt::format("{:.6f}", s.cost_imbalance_bound))
-      .raw(", \"bytes_per_rank\": {\"params\": ").integer(s.param_bytes)
-      .raw(", \"grads\": ").integer(s.grad_bytes)
-      .raw(", \"optimizer\": ").integer(s.optimizer_bytes)
+      .raw(", \"bytes_per_rank\": {\"params\": ").integer(s.bytes_per_rank.params)
+      .raw(", \"grads\": ").integer(s.bytes_per_rank.grads)
+      .raw(", \"optimizer\": ").integer(s.bytes_per_rank.optimizer)
       .raw("}, \"traffic_per_step\": ");
   write_traffic(w, s);
   if (link_gbps > 0) {

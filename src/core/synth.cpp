@@ -49,7 +49,7 @@ Result<SynthModel> synth_model(std::string_view config_text, std::string_view so
 }
 
 std::string synth_manifest_json(const SynthModel& model, DType dtype) {
-  return chunk_manifest_json(model, model.model, dtype, &model.parallel);
+  return write_manifest_json(chunk_manifest(model, model.model, dtype, &model.parallel));
 }
 
 }  // namespace paramlayout

@@ -323,7 +323,7 @@ class Synth(unittest.TestCase):
             result = run("plan", *manifests, "--dp", "16", "-o", f"{tmp}/layouts/")
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertIn("pipeline: 4 chunks", result.stdout)
-            self.assertIn("largest: llama3-70b-tp8-pp4-stage", result.stdout)
+            self.assertIn("heaviest: llama3-70b-tp8-pp4-stage", result.stdout)
             for stage in range(4):
                 layout = Path(tmp, "layouts", f"stage{stage}.layout.json")
                 check = run("check", layout, "--manifest", manifests[stage], "--replan")

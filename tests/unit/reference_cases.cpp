@@ -12,7 +12,7 @@ PlanOptions reference_options(const nlohmann::json& o) {
   const nlohmann::json& bucket = o.at("bucket_size");
   if (bucket.is_string()) {
     REQUIRE(bucket == "default");
-    options.bucket_size = default_bucket_size(options.dp);
+    options.bucket_size = ddp_fallback_bucket_size(options.dp);
   } else if (!bucket.is_null()) {
     options.bucket_size = bucket.get<std::int64_t>();
   }

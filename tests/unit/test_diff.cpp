@@ -27,7 +27,7 @@ Layout plan_of(const Manifest& m, Strategy strategy, std::int64_t dp) {
   PlanOptions o;
   o.strategy = strategy;
   o.dp = o.expert_dp = dp;
-  o.bucket_size = default_bucket_size(dp);
+  o.bucket_size = ddp_fallback_bucket_size(dp);
   return expect_ok(plan(m, o));
 }
 

@@ -215,9 +215,9 @@ TEST_SUITE("job") {
     CHECK(middle.param_elements == dense + experts);
     // Every size is a multiple of 64 and each buffer of 128: no padding. Dense state is
     // sharded over dp 64, the experts' over expert dp 1; 12 bytes an element (Adam).
-    CHECK(middle.stats.optimizer_bytes == doctest::Approx(dense / 64 * 12 + experts * 12));
-    CHECK(middle.stats.param_bytes == doctest::Approx(2.0 * (dense + experts)));
-    CHECK(middle.stats.grad_bytes == doctest::Approx(4.0 * (dense + experts)));
+    CHECK(middle.stats.bytes_per_rank.optimizer == doctest::Approx(dense / 64 * 12 + experts * 12));
+    CHECK(middle.stats.bytes_per_rank.params == doctest::Approx(2.0 * (dense + experts)));
+    CHECK(middle.stats.bytes_per_rank.grads == doctest::Approx(4.0 * (dense + experts)));
     check_every_chunk(plan);
   }
 
@@ -233,7 +233,7 @@ TEST_SUITE("job") {
     const double experts = 58.0 * 4 * 3 * 2048 * 7168;
     const double dense = 671'026'419'200.0 - 58.0 * 256 * 3 * 2048 * 7168;
     const double expected = experts / 2 * 12 + dense / 128 * 12;
-    CHECK(plan.chunks[0].stats.optimizer_bytes == doctest::Approx(expected).epsilon(1e-6));
+    CHECK(plan.chunks[0].stats.bytes_per_rank.optimizer == doctest::Approx(expected).epsilon(1e-6));
     CHECK(expected / (1 << 30) == doctest::Approx(58.6).epsilon(0.001));
   }
 
@@ -269,9 +269,9 @@ TEST_SUITE("job") {
                                16384 * 6656;
     const JobChunk& c = chunk(plan, 1, 0);
     CHECK(c.param_elements == 4 * layer);
-    CHECK(c.stats.param_bytes == doctest::Approx(2.0 * 4 * layer));
-    CHECK(c.stats.grad_bytes == doctest::Approx(4.0 * 4 * layer));
-    CHECK(c.stats.optimizer_bytes == doctest::Approx(4.0 * layer / 16 * 12));
+    CHECK(c.stats.bytes_per_rank.params == doctest::Approx(2.0 * 4 * layer));
+    CHECK(c.stats.bytes_per_rank.grads == doctest::Approx(4.0 * 4 * layer));
+    CHECK(c.stats.bytes_per_rank.optimizer == doctest::Approx(4.0 * layer / 16 * 12));
     check_every_chunk(plan);
   }
 
@@ -302,7 +302,7 @@ TEST_SUITE("job") {
     REQUIRE(expert_buffer != nullptr);
     CHECK(expert_buffer->param_numel() == experts);
     CHECK(expert_buffer->num_shards == 8);
-    CHECK(chunk(plan, 1, 0).stats.buffers[1].optimizer_bytes_per_rank ==
+    CHECK(chunk(plan, 1, 0).stats.buffers[1].bytes_per_rank.optimizer ==
           doctest::Approx(static_cast<double>(experts) / 8 * 12));
     check_every_chunk(plan);
   }
@@ -332,7 +332,7 @@ TEST_SUITE("job") {
     // By hand: a middle stage's experts: 12 layers x 128 / 16 = 8 experts x 3 x 1536 x 4096,
     // Adam state over expert dp 4.
     const double experts = 12.0 * 8 * 3 * 1536 * 4096;
-    CHECK(chunk(plan, 3, 0).stats.buffers[1].optimizer_bytes_per_rank ==
+    CHECK(chunk(plan, 3, 0).stats.buffers[1].bytes_per_rank.optimizer ==
           doctest::Approx(experts / 4 * 12));
     check_every_chunk(plan);
   }

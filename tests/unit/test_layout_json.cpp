@@ -20,7 +20,7 @@ Layout llama_layout(Strategy strategy) {
   PlanOptions o;
   o.strategy = strategy;
   o.dp = o.expert_dp = 8;
-  o.bucket_size = default_bucket_size(8);
+  o.bucket_size = ddp_fallback_bucket_size(8);
   return expect_ok(plan(m, o));
 }
 

@@ -33,7 +33,7 @@ PlanOptions layerwise_at(std::int64_t dp) {
   PlanOptions options;
   options.strategy = Strategy::layerwise;
   options.dp = options.expert_dp = dp;
-  options.bucket_size = default_bucket_size(dp);
+  options.bucket_size = ddp_fallback_bucket_size(dp);
   return options;
 }
 
@@ -377,8 +377,8 @@ TEST_SUITE("packer") {
     CHECK(s.cost_imbalance == doctest::Approx(4.0 / 3.0));
     CHECK(s.cost_imbalance_bound == doctest::Approx(4.0 / 3.0));
     // Whole bf16 buffers on every rank; Muon state (8 bytes) for half the buffer.
-    CHECK(s.param_bytes == 16384 * 2);
-    CHECK(s.grad_bytes == 16384 * 2);
-    CHECK(s.optimizer_bytes == 8192 * 8);
+    CHECK(s.bytes_per_rank.params == 16384 * 2);
+    CHECK(s.bytes_per_rank.grads == 16384 * 2);
+    CHECK(s.bytes_per_rank.optimizer == 8192 * 8);
   }
 }

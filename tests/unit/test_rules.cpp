@@ -35,9 +35,9 @@ TEST_SUITE("rules") {
   }
 
   TEST_CASE("default bucket size is max(40M, 1M * dp)") {
-    CHECK(default_bucket_size(1) == 40'000'000);
-    CHECK(default_bucket_size(40) == 40'000'000);
-    CHECK(default_bucket_size(64) == 64'000'000);
+    CHECK(ddp_fallback_bucket_size(1) == 40'000'000);
+    CHECK(ddp_fallback_bucket_size(40) == 40'000'000);
+    CHECK(ddp_fallback_bucket_size(64) == 64'000'000);
   }
 
   TEST_CASE("names round-trip") {

@@ -142,7 +142,7 @@ TEST_SUITE("stats") {
     CHECK(advice->shards == 16);
     CHECK(advice->shards_without_forced_padding == 1);  // 81920 / 65536
     REQUIRE(advice->sequential_dp);
-    CHECK(total_bytes_per_rank(advice->sequential_dp->stats) < total_bytes_per_rank(s));
+    CHECK(advice->sequential_dp->footprint.bytes_per_rank.total() < s.bytes_per_rank.total());
     // At dp 1 nothing pads: no advice.
     const Layout one = expect_ok(plan(m, options(Strategy::layerwise, 1, std::nullopt)));
     CHECK_FALSE(padding_advice(m, one, expect_ok(layout_stats(one, m))));

@@ -329,7 +329,7 @@ TEST_SUITE("synth") {
     plan_options.strategy = Strategy::layerwise;
     plan_options.dp = 8;
     plan_options.expert_dp = 2;
-    plan_options.bucket_size = default_bucket_size(8);
+    plan_options.bucket_size = ddp_fallback_bucket_size(8);
     CHECK(expect_ok(plan(manifest, plan_options)).buffers.size() >= 2);
   }
 

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "paramlayout/model_chunk.hpp"
-#include "paramlayout/plan.hpp"
+#include "paramlayout/plan_chunk.hpp"
 
 namespace paramlayout {
 namespace {
@@ -16,11 +16,11 @@ std::string chunk_name(const JobSpec& job, const ChunkPlacement& p) {
   return fmt::format("{}-stage{}-chunk{}", job.model_name, p.stage, p.chunk);
 }
 
-std::string manifest_source(const ChunkPlacement& p) {
-  return fmt::format("stage{}.chunk{}.manifest.json", p.stage, p.chunk);
-}
-
 }  // namespace
+
+std::string chunk_file_stem(const ChunkPlacement& chunk) {
+  return fmt::format("stage{}.chunk{}", chunk.stage, chunk.chunk);
+}
 
 std::int64_t JobSpec::dense_shards() const { return dp * parallel.cp / optimizer_instances; }
 
@@ -34,7 +34,20 @@ std::optional<std::int64_t> job_bucket_size(const JobSpec& job, const ChunkPlace
   }
   if (job.ddp_num_buckets) return std::max<std::int64_t>(1, stage_params / *job.ddp_num_buckets);
   if (job.ddp_bucket_size) return *job.ddp_bucket_size;
-  return std::max<std::int64_t>(40'000'000, 1'000'000 * job.dp * job.parallel.cp);
+  return training_bucket_size(job.dp * job.parallel.cp);
+}
+
+PlanOptions job_plan_options(const JobSpec& job, const ChunkPlacement& chunk,
+                             std::int64_t stage_params) {
+  PlanOptions options;
+  options.strategy = job.strategy;
+  options.dp = job.dense_shards();
+  options.expert_dp = job.expert_shards();
+  options.bucket_size = job_bucket_size(job, chunk, stage_params);
+  options.grad_reduce_in_fp32 = job.grad_reduce_in_fp32;
+  options.pad_for_high_nccl_busbw = job.pad_for_high_nccl_busbw;
+  options.packer = job.packer;
+  return options;
 }
 
 Result<JobPlan> plan_job(const JobSpec& job) {
@@ -58,39 +71,27 @@ Result<JobPlan> plan_job(const JobSpec& job) {
     const ModelChunk chunk = build_chunk(job.model, split, placement);
     JobChunk& c = out.chunks.emplace_back();
     c.placement = placement;
-    c.manifest_json =
-        chunk_manifest_json(chunk, chunk_name(job, placement), job.param_dtype, &parallel);
     c.param_elements = chunk.numel();
     if (c.param_elements == std::numeric_limits<std::int64_t>::max()) {
       return Error{fmt::format("stage {} chunk {}: its elements add up to more than 2^63: too "
                                "large",
                                placement.stage, placement.chunk)};
     }
+    c.manifest = chunk_manifest(chunk, chunk_name(job, placement), job.param_dtype, &parallel);
+    c.manifest.source = chunk_file_stem(placement) + ".manifest.json";
     stage_params[static_cast<std::size_t>(placement.stage)] += c.param_elements;
   }
   for (JobChunk& c : out.chunks) {
-    Result<Manifest> manifest = parse_manifest(c.manifest_json, manifest_source(c.placement));
-    if (!manifest) return manifest.error();
-    PlanOptions options;
-    options.strategy = job.strategy;
-    options.dp = job.dense_shards();
-    options.expert_dp = job.expert_shards();
-    options.bucket_size = job_bucket_size(
+    const PlanOptions options = job_plan_options(
         job, c.placement, stage_params[static_cast<std::size_t>(c.placement.stage)]);
-    options.grad_reduce_in_fp32 = job.grad_reduce_in_fp32;
-    options.pad_for_high_nccl_busbw = job.pad_for_high_nccl_busbw;
-    options.packer = job.packer;
-    Result<Layout> layout = plan(*manifest, options);
-    if (!layout) return layout.error();
-    Result<LayoutStats> stats = layout_stats(*layout, *manifest);
-    if (!stats) return stats.error();
-    c.stats = std::move(*stats);
-    c.manifest = std::move(*manifest);
-    c.layout = std::move(*layout);
+    Result<ChunkPlan> planned = plan_chunk(c.manifest, options);
+    if (!planned) return planned.error();
+    c.layout = std::move(planned->layout);
+    c.stats = std::move(planned->stats);
   }
   std::int64_t heaviest = -1;
   for (std::int64_t stage = 0; stage < job.parallel.pp; ++stage) {
-    const std::optional<StageMemory> memory = stage_memory(out, stage);
+    const std::optional<BytesPerRank> memory = stage_memory(out, stage);
     if (!memory) return Error{fmt::format("stage {}: its bytes per rank are too large", stage)};
     if (memory->total() > heaviest) {
       heaviest = memory->total();
@@ -100,17 +101,10 @@ Result<JobPlan> plan_job(const JobSpec& job) {
   return out;
 }
 
-std::optional<StageMemory> stage_memory(const JobPlan& plan, std::int64_t stage) {
-  StageMemory m;
-  std::optional<std::int64_t> total = 0;
+std::optional<BytesPerRank> stage_memory(const JobPlan& plan, std::int64_t stage) {
+  BytesPerRank m;
   for (const JobChunk& c : plan.chunks) {
-    if (c.placement.stage != stage) continue;
-    m.params += c.stats.param_bytes;
-    m.grads += c.stats.grad_bytes;
-    m.optimizer += c.stats.optimizer_bytes;
-    // Each chunk's total fits (layout_stats checks it); so do these sums while theirs does.
-    total = checked_add(*total, c.stats.param_bytes + c.stats.grad_bytes + c.stats.optimizer_bytes);
-    if (!total) return std::nullopt;
+    if (c.placement.stage == stage && !m.add(c.stats.bytes_per_rank)) return std::nullopt;
   }
   return m;
 }

@@ -8,9 +8,9 @@
 namespace paramlayout {
 namespace {
 
-void bytes(json::Writer& w, std::int64_t params, std::int64_t grads, std::int64_t optimizer) {
-  w.raw("{\"params\": ").integer(params).raw(", \"grads\": ").integer(grads);
-  w.raw(", \"optimizer\": ").integer(optimizer).raw("}");
+void bytes(json::Writer& w, const BytesPerRank& b) {
+  w.raw("{\"params\": ").integer(b.params).raw(", \"grads\": ").integer(b.grads);
+  w.raw(", \"optimizer\": ").integer(b.optimizer).raw("}");
 }
 
 void integers(json::Writer& w, const std::vector<std::int64_t>& values) {
@@ -32,9 +32,7 @@ void strings(json::Writer& w, const std::vector<std::string>& values) {
 
 }  // namespace
 
-std::string write_job_json(const JobSpec& job, const JobPlan& plan,
-                           const std::vector<std::string>& manifest_files,
-                           const std::vector<std::string>& layout_files) {
+std::string write_job_json(const JobSpec& job, const JobPlan& plan) {
   std::string text;
   json::Writer w(text);
   const ParallelConfig& p = job.parallel;
@@ -70,17 +68,18 @@ std::string write_job_json(const JobSpec& job, const JobPlan& plan,
     w.raw(", \"embedding\": ").boolean(at.pre_process || !at.mtp_layers.empty());
     w.raw(", \"output\": ").boolean(at.post_process);
     w.raw(", \"bucket_size\": ").optional(c.layout.options.bucket_size);
-    w.raw(", \"manifest\": ").quoted(manifest_files[i]);
-    w.raw(", \"layout\": ").quoted(layout_files[i]);
+    const std::string stem = chunk_file_stem(at);
+    w.raw(", \"manifest\": ").quoted(stem + ".manifest.json");
+    w.raw(", \"layout\": ").quoted(stem + ".layout.json");
     w.raw(", \"param_elements\": ").integer(c.param_elements);
     w.raw(", \"bytes_per_rank\": ");
-    bytes(w, c.stats.param_bytes, c.stats.grad_bytes, c.stats.optimizer_bytes);
+    bytes(w, c.stats.bytes_per_rank);
     w.raw("}");
   }
-  const StageMemory heaviest = stage_memory(plan, plan.heaviest_stage).value_or(StageMemory{});
+  const BytesPerRank heaviest = stage_memory(plan, plan.heaviest_stage).value_or(BytesPerRank{});
   w.raw("\n  ],\n  \"heaviest_stage\": {\"stage\": ").integer(plan.heaviest_stage);
   w.raw(", \"bytes_per_rank\": ");
-  bytes(w, heaviest.params, heaviest.grads, heaviest.optimizer);
+  bytes(w, heaviest);
   w.raw("}\n}\n");
   return text;
 }

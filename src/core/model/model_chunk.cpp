@@ -6,7 +6,6 @@
 
 #include <limits>
 
-#include "../json_writer.hpp"
 #include "param_emitter.hpp"
 
 namespace paramlayout {
@@ -154,36 +153,25 @@ ModelChunk build_chunk(const ModelSpec& model, const TensorSplit& split,
   return chunk;
 }
 
-std::string chunk_manifest_json(const ModelChunk& chunk, std::string_view model, DType dtype,
-                                const ParallelConfig* parallel) {
-  std::string text;
-  json::Writer w(text);
-  w.raw("{\"schema\": \"paramlayout.manifest/v1\", \"model\": ").quoted(model);
-  if (parallel != nullptr) {
-    const ParallelConfig& p = *parallel;
-    w.raw(",\n \"parallel\": {\"tp\": ").integer(p.tp).raw(", \"pp\": ").integer(p.pp);
-    w.raw(", \"vpp\": ").integer(p.vpp).raw(", \"cp\": ").integer(p.cp);
-    w.raw(", \"ep\": ").integer(p.ep).raw(", \"etp\": ").integer(p.etp);
-    w.raw(", \"stage\": ").integer(p.stage).raw(", \"chunk\": ").integer(p.chunk).raw("}");
+Manifest chunk_manifest(const ModelChunk& chunk, std::string_view model, DType dtype,
+                        const ParallelConfig* parallel) {
+  Manifest manifest;
+  manifest.model = std::string(model);
+  if (parallel != nullptr) manifest.parallel = *parallel;
+  manifest.params.reserve(chunk.params.size());
+  for (const ChunkParam& c : chunk.params) {
+    Param& p = manifest.params.emplace_back();
+    p.name = manifest.names->add(c.name);
+    p.shape = c.shape;
+    p.numel = c.numel();
+    p.dtype = dtype;
+    p.expert_parallel = c.expert_parallel;
+    p.embedding_or_output = c.embedding_or_output;
+    p.shared_embedding = c.shared_embedding;
+    p.use_muon = c.use_muon;
   }
-  w.raw(",\n \"params\": [");
-  const char* sep = "\n  ";
-  for (const ChunkParam& p : chunk.params) {
-    w.raw(sep).raw("{\"name\": ").quoted(p.name).raw(", \"shape\": [");
-    for (std::size_t i = 0; i < p.shape.size(); ++i) {
-      if (i > 0) w.raw(", ");
-      w.integer(p.shape[i]);
-    }
-    w.raw("], \"dtype\": ").quoted(to_string(dtype));
-    if (p.expert_parallel) w.raw(", \"expert_parallel\": true");
-    if (p.embedding_or_output) w.raw(", \"embedding_or_output\": true");
-    if (p.shared_embedding) w.raw(", \"shared_embedding\": true");
-    if (!p.use_muon) w.raw(", \"use_muon\": false");
-    w.raw("}");
-    sep = ",\n  ";
-  }
-  w.raw("\n]}\n");
-  return text;
+  manifest.sha256 = sha256_hex(write_manifest_json(manifest));
+  return manifest;
 }
 
 }  // namespace paramlayout

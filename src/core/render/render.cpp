@@ -80,11 +80,11 @@ double draw_memory(std::string& out, double y, const Layout& layout, const Layou
     param_padding += padding * dtype_bytes(b.key.param_dtype);
     grad_padding += padding * dtype_bytes(b.key.grad_dtype);
     // A rank's share of the padding, on average over the ranks.
-    optimizer_padding +=
-        padding / static_cast<double>(b.num_shards.value_or(1)) * (b.key.layerwise ? 8 : 12);
+    optimizer_padding += padding / static_cast<double>(b.num_shards.value_or(1)) *
+                         optimizer_state(b.key).bytes_per_element();
   }
-  const double total = static_cast<double>(s.param_bytes) + static_cast<double>(s.grad_bytes) +
-                       static_cast<double>(s.optimizer_bytes);
+  const BytesPerRank& bytes = s.bytes_per_rank;
+  const double total = static_cast<double>(bytes.total());
   out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"h\">per rank</text>\n", kMargin, y + 13);
   double x = kPlotLeft;
   const struct {
@@ -92,10 +92,9 @@ double draw_memory(std::string& out, double y, const Layout& layout, const Layou
     const char* name;
     double bytes;
     double padding;
-  } parts[] = {
-      {"mp", "params", static_cast<double>(s.param_bytes), param_padding},
-      {"mg", "grads", static_cast<double>(s.grad_bytes), grad_padding},
-      {"mo", "optimizer state", static_cast<double>(s.optimizer_bytes), optimizer_padding}};
+  } parts[] = {{"mp", "params", static_cast<double>(bytes.params), param_padding},
+               {"mg", "grads", static_cast<double>(bytes.grads), grad_padding},
+               {"mo", "optimizer state", static_cast<double>(bytes.optimizer), optimizer_padding}};
   std::vector<std::string> labels;
   for (const auto& part : parts) {
     const double width = total > 0 ? kPlotWidth * part.bytes / total : 0;

@@ -1,0 +1,24 @@
+// One path from a model chunk to its layout: plan its manifest, then weigh the layout. The
+// plan and job commands and the alternatives of a far-off plan all go through it.
+#pragma once
+
+#include "paramlayout/error.hpp"
+#include "paramlayout/layout.hpp"
+#include "paramlayout/manifest.hpp"
+#include "paramlayout/stats.hpp"
+
+namespace paramlayout {
+
+/// A chunk's layout and its figures.
+struct ChunkPlan {
+  Layout layout;
+  LayoutStats stats;
+};
+
+/// Plans every buffer of `manifest` (plan) and computes the layout's figures (layout_stats);
+/// with `plan_ms`, the milliseconds spent planning. Fails when an offset or a figure would
+/// not fit in 64 bits, so that every layout it returns can be written and read back.
+Result<ChunkPlan> plan_chunk(const Manifest& manifest, const PlanOptions& options,
+                             double* plan_ms = nullptr);
+
+}  // namespace paramlayout
