@@ -23,26 +23,20 @@ std::size_t param_count(const Layout& layout) {
 
 }  // namespace
 
-CLI::App* setup_check(CLI::App& app, CheckCommand& command) {
-  CLI::App* sub = app.add_subcommand(
-      "check", "Check a layout against its manifest and every promise of docs/strategies.md");
-  add_layout_with_manifest(*sub, command.layout, command.manifest);
-  sub->add_flag("--replan", command.replan,
-                "Also plan the manifest again with the recorded options and report any "
-                "difference (a stale or hand-edited layout)");
-  sub->add_option("--limit", command.limit, "Print at most N broken promises (0: all)")
+void setup_check(CLI::App& sub, CheckCommand& command) {
+  add_layout_with_manifest(sub, command.layout, command.manifest);
+  sub.add_flag("--replan", command.replan,
+               "Also plan the manifest again with the recorded options and report any "
+               "difference (a stale or hand-edited layout)");
+  sub.add_option("--limit", command.limit, "Print at most N broken promises (0: all)")
       ->type_name("N");
-  add_max_input_size(*sub, command.max_input);
-  return sub;
+  add_max_input_size(sub, command.max_input);
 }
 
-int run_check(const CheckCommand& command) {
+Result<ExitCode> run_check(const CheckCommand& command) {
   Result<LayoutWithManifest> inputs =
       load_layout_with_manifest(command.layout, command.manifest, command.max_input);
-  if (!inputs) {
-    print_error(inputs.error());
-    return kExitBadInput;
-  }
+  if (!inputs) return inputs.error();
   const Manifest& manifest = inputs->manifest;
   const Layout& layout = inputs->layout;
   std::vector<Violation> violations = check_layout(layout, manifest);

@@ -1,5 +1,6 @@
 // The subcommands: each has an options struct, a setup function that declares its flags
-// on the CLI11 app, and a run function that returns the process exit code.
+// on its CLI11 subcommand, and a run function that returns the process exit code, or the
+// Error that stopped it (main prints it once and exits 2). main.cpp lists them in one table.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "io.hpp"
+#include "paramlayout/error.hpp"
 
 namespace paramlayout::cli {
 
@@ -34,8 +36,8 @@ struct PlanCommand {
   double link_gbps = 0;  ///< 0: no time estimate
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
-CLI::App* setup_plan(CLI::App& app, PlanCommand& command);
-int run_plan(const PlanCommand& command);
+void setup_plan(CLI::App& sub, PlanCommand& command);
+Result<ExitCode> run_plan(const PlanCommand& command);
 
 struct CheckCommand {
   std::string layout;
@@ -44,8 +46,8 @@ struct CheckCommand {
   std::size_t limit = 0;  ///< 0: print every broken promise
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
-CLI::App* setup_check(CLI::App& app, CheckCommand& command);
-int run_check(const CheckCommand& command);
+void setup_check(CLI::App& sub, CheckCommand& command);
+Result<ExitCode> run_check(const CheckCommand& command);
 
 /// The most elements verify moves by default: far above one model chunk's buffers.
 inline constexpr std::int64_t kDefaultMaxVerifyElements = std::int64_t{1} << 40;
@@ -62,8 +64,8 @@ struct VerifyCommand {
   bool quiet = false;
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
-CLI::App* setup_verify(CLI::App& app, VerifyCommand& command);
-int run_verify(const VerifyCommand& command);
+void setup_verify(CLI::App& sub, VerifyCommand& command);
+Result<ExitCode> run_verify(const VerifyCommand& command);
 
 struct DiffCommand {
   std::string old_layout;
@@ -72,16 +74,16 @@ struct DiffCommand {
   std::size_t limit = 20;
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
-CLI::App* setup_diff(CLI::App& app, DiffCommand& command);
-int run_diff(const DiffCommand& command);
+void setup_diff(CLI::App& sub, DiffCommand& command);
+Result<ExitCode> run_diff(const DiffCommand& command);
 
 struct RenderCommand {
   std::string layout;
   std::string output;  ///< "" for stdout
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
-CLI::App* setup_render(CLI::App& app, RenderCommand& command);
-int run_render(const RenderCommand& command);
+void setup_render(CLI::App& sub, RenderCommand& command);
+Result<ExitCode> run_render(const RenderCommand& command);
 
 struct StatsCommand {
   std::string layout;
@@ -90,8 +92,8 @@ struct StatsCommand {
   double link_gbps = 0;  ///< 0: no time estimate
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
-CLI::App* setup_stats(CLI::App& app, StatsCommand& command);
-int run_stats(const StatsCommand& command);
+void setup_stats(CLI::App& sub, StatsCommand& command);
+Result<ExitCode> run_stats(const StatsCommand& command);
 
 struct SynthCommand {
   std::string config;
@@ -108,8 +110,8 @@ struct SynthCommand {
   bool list = false;  ///< print the architectures and stop
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
-CLI::App* setup_synth(CLI::App& app, SynthCommand& command);
-int run_synth(const SynthCommand& command);
+void setup_synth(CLI::App& sub, SynthCommand& command);
+Result<ExitCode> run_synth(const SynthCommand& command);
 
 struct JobCommand {
   std::int64_t world_size = 0;
@@ -120,7 +122,7 @@ struct JobCommand {
   bool quiet = false;
   std::vector<std::string> args;  ///< Megatron-LM's arguments
 };
-CLI::App* setup_job(CLI::App& app, JobCommand& command);
-int run_job(const JobCommand& command);
+void setup_job(CLI::App& sub, JobCommand& command);
+Result<ExitCode> run_job(const JobCommand& command);
 
 }  // namespace paramlayout::cli

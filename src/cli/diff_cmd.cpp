@@ -100,34 +100,23 @@ void print_text(const LayoutDiff& d, std::size_t limit) {
 
 }  // namespace
 
-CLI::App* setup_diff(CLI::App& app, DiffCommand& command) {
-  CLI::App* sub = app.add_subcommand("diff", "Show what changed between two layouts");
-  sub->add_option("OLD_LAYOUT", command.old_layout, "Layout before")->type_name("FILE")->required();
-  sub->add_option("NEW_LAYOUT", command.new_layout, "Layout after")->type_name("FILE")->required();
-  sub->add_flag("--json", command.json, "Print one JSON object instead of tables");
-  sub->add_option("--limit", command.limit, "Rows per list (0: all)")
+void setup_diff(CLI::App& sub, DiffCommand& command) {
+  sub.add_option("OLD_LAYOUT", command.old_layout, "Layout before")->type_name("FILE")->required();
+  sub.add_option("NEW_LAYOUT", command.new_layout, "Layout after")->type_name("FILE")->required();
+  sub.add_flag("--json", command.json, "Print one JSON object instead of tables");
+  sub.add_option("--limit", command.limit, "Rows per list (0: all)")
       ->type_name("N")
       ->capture_default_str();
-  add_max_input_size(*sub, command.max_input);
-  return sub;
+  add_max_input_size(sub, command.max_input);
 }
 
-int run_diff(const DiffCommand& command) {
+Result<ExitCode> run_diff(const DiffCommand& command) {
   Result<Layout> before = load_layout(command.old_layout, command.max_input);
-  if (!before) {
-    print_error(before.error());
-    return kExitBadInput;
-  }
+  if (!before) return before.error();
   Result<Layout> after = load_layout(command.new_layout, command.max_input);
-  if (!after) {
-    print_error(after.error());
-    return kExitBadInput;
-  }
+  if (!after) return after.error();
   const Result<LayoutDiff> diff = diff_layouts(*before, *after);
-  if (!diff) {
-    print_error(diff.error());
-    return kExitBadInput;
-  }
+  if (!diff) return diff.error();
   const LayoutDiff& d = *diff;
   if (command.json) {
     fmt::print("{}", diff_to_json(d));

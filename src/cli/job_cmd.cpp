@@ -137,53 +137,43 @@ Result<void> write_outputs(const std::string& dir, const JobSpec& job, const Job
 
 }  // namespace
 
-CLI::App* setup_job(CLI::App& app, JobCommand& command) {
-  CLI::App* sub = app.add_subcommand(
-      "job", "Plan every stage and chunk of a Megatron-LM training job from its launch line");
-  sub->add_option("--world-size", command.world_size, "GPUs the job runs on")
+void setup_job(CLI::App& sub, JobCommand& command) {
+  sub.add_option("--world-size", command.world_size, "GPUs the job runs on")
       ->required()
       ->check(integer_in(1, std::int64_t{1} << 24));
-  sub->add_option("--hf-config", command.hf_config,
-                  "The model's Hugging Face config.json (else Megatron-LM's model arguments "
-                  "describe it)")
+  sub.add_option("--hf-config", command.hf_config,
+                 "The model's Hugging Face config.json (else Megatron-LM's model arguments "
+                 "describe it)")
       ->type_name("FILE");
-  sub->add_option("-o,--output", command.output,
-                  "Write stageS.chunkC.{manifest,layout}.json and job.json into this directory "
-                  "(without it, only the summary)")
+  sub.add_option("-o,--output", command.output,
+                 "Write stageS.chunkC.{manifest,layout}.json and job.json into this directory "
+                 "(without it, only the summary)")
       ->type_name("DIR");
-  sub->add_option("--packer", command.packer,
-                  "Layerwise packing: megatron (Megatron-LM's, bit-exact) or balanced")
+  sub.add_option("--packer", command.packer,
+                 "Layerwise packing: megatron (Megatron-LM's, bit-exact) or balanced")
       ->type_name("NAME")
       ->check(one_of({"megatron", "balanced"}))
       ->capture_default_str();
-  sub->add_option("--model", command.model, "The model's name in the manifests");
-  sub->add_flag("-q,--quiet", command.quiet, "No summary");
-  sub->add_option("ARGS", command.args,
-                  "Megatron-LM's training arguments, after --, as in the launch script")
+  sub.add_option("--model", command.model, "The model's name in the manifests");
+  sub.add_flag("-q,--quiet", command.quiet, "No summary");
+  sub.add_option("ARGS", command.args,
+                 "Megatron-LM's training arguments, after --, as in the launch script")
       ->type_name("-- ARGS...");
-  sub->footer("Example:\n  paramlayout job --world-size 64 -o job/ -- --num-layers 32 "
-              "--hidden-size 4096 \\\n    --num-attention-heads 32 --seq-length 4096 "
-              "--max-position-embeddings 4096 --vocab-size 128256 \\\n"
-              "    --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --bf16 "
-              "--use-distributed-optimizer");
-  return sub;
+  sub.footer("Example:\n  paramlayout job --world-size 64 -o job/ -- --num-layers 32 "
+             "--hidden-size 4096 \\\n    --num-attention-heads 32 --seq-length 4096 "
+             "--max-position-embeddings 4096 --vocab-size 128256 \\\n"
+             "    --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --bf16 "
+             "--use-distributed-optimizer");
 }
 
-int run_job(const JobCommand& command) {
+Result<ExitCode> run_job(const JobCommand& command) {
   Result<JobSpec> job = read_job(command);
-  if (!job) {
-    print_error(job.error());
-    return kExitBadInput;
-  }
+  if (!job) return job.error();
   Result<JobPlan> plan = plan_job(*job);
-  if (!plan) {
-    print_error(plan.error());
-    return kExitBadInput;
-  }
+  if (!plan) return plan.error();
   if (!command.output.empty()) {
     if (Result<void> written = write_outputs(command.output, *job, *plan); !written) {
-      print_error(written.error());
-      return kExitBadInput;
+      return written.error();
     }
   }
   if (!command.quiet) {

@@ -1,54 +1,97 @@
 // paramlayout: plan and verify the parameter and gradient buffer layouts of distributed
-// data-parallel training. main only wires the subcommands.
+// data-parallel training. main holds the table of subcommands, parses the command line,
+// runs the one named and prints the error it returns, if any.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "io.hpp"
 #include "paramlayout/version.hpp"
 
+namespace paramlayout::cli {
+namespace {
+
+/// One subcommand, as ninja keeps its tools: its name and one line for --help, the function
+/// that declares its flags, and the one that runs it.
+struct Command {
+  std::string name;
+  std::string description;
+  std::function<void(CLI::App&)> setup;
+  std::function<Result<ExitCode>()> run;
+};
+
+/// A subcommand whose flags are read into an `Options` of its own.
+template <class Options>
+Command command(std::string name, std::string description, void (*setup)(CLI::App&, Options&),
+                Result<ExitCode> (*run)(const Options&)) {
+  auto options = std::make_shared<Options>();
+  return {std::move(name), std::move(description),
+          [setup, options](CLI::App& sub) { setup(sub, *options); },
+          [run, options] { return run(*options); }};
+}
+
+/// Every subcommand, in the order --help lists them.
+std::vector<Command> commands() {
+  return {
+      command("plan", "Plan the buffer layout of a manifest", setup_plan, run_plan),
+      command("check",
+              "Check a layout against its manifest and every promise of "
+              "docs/strategies.md",
+              setup_check, run_check),
+      command("verify",
+              "Check a layout, then move real buffers with reduce-scatter and "
+              "all-gather",
+              setup_verify, run_verify),
+      command("diff", "Show what changed between two layouts", setup_diff, run_diff),
+      command("synth", "Write the manifest of one rank's chunk of a Hugging Face model config",
+              setup_synth, run_synth),
+      command("stats",
+              "Padding against its floor, Newton-Schulz balance, memory per rank and "
+              "traffic per step",
+              setup_stats, run_stats),
+      command("render", "Draw a layout as SVG: buckets by shards, params coloured by layer",
+              setup_render, run_render),
+      command("job",
+              "Plan every stage and chunk of a Megatron-LM training job from its "
+              "launch line",
+              setup_job, run_job),
+  };
+}
+
+}  // namespace
+}  // namespace paramlayout::cli
+
 int main(int argc, char** argv) {
   using namespace paramlayout::cli;
   CLI::App app{"Plan and verify Megatron-LM parameter/gradient buffer layouts", "paramlayout"};
-  app.set_version_flag("--version", std::string("paramlayout ") +
-                                        std::string(paramlayout::kVersion) + " (verify: " +
-                                        std::string(paramlayout::kVerifyFeatures) + ")");
+  app.set_version_flag("--version",
+                       std::string("paramlayout ") + std::string(paramlayout::kVersion) +
+                           " (verify: " + std::string(paramlayout::kVerifyFeatures) + ")");
   app.require_subcommand(1);
-
-  PlanCommand plan;
-  CheckCommand check;
-  VerifyCommand verify;
-  DiffCommand diff;
-  SynthCommand synth;
-  StatsCommand stats;
-  RenderCommand render;
-  JobCommand job;
-  CLI::App* plan_app = setup_plan(app, plan);
-  CLI::App* check_app = setup_check(app, check);
-  CLI::App* verify_app = setup_verify(app, verify);
-  CLI::App* diff_app = setup_diff(app, diff);
-  CLI::App* synth_app = setup_synth(app, synth);
-  CLI::App* stats_app = setup_stats(app, stats);
-  CLI::App* render_app = setup_render(app, render);
-  CLI::App* job_app = setup_job(app, job);
+  const std::vector<Command> table = commands();
+  for (const Command& c : table) c.setup(*app.add_subcommand(c.name, c.description));
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     print_error(paramlayout::Error{e.what()});
-    std::fprintf(stderr, "Run 'paramlayout --help' or 'paramlayout SUBCOMMAND --help' for usage.\n");
+    std::fprintf(stderr,
+                 "Run 'paramlayout --help' or 'paramlayout SUBCOMMAND --help' for usage.\n");
     return kExitBadInput;
   }
-  if (plan_app->parsed()) return run_plan(plan);
-  if (check_app->parsed()) return run_check(check);
-  if (verify_app->parsed()) return run_verify(verify);
-  if (diff_app->parsed()) return run_diff(diff);
-  if (synth_app->parsed()) return run_synth(synth);
-  if (stats_app->parsed()) return run_stats(stats);
-  if (render_app->parsed()) return run_render(render);
-  if (job_app->parsed()) return run_job(job);
+  for (const Command& c : table) {
+    if (!app.got_subcommand(c.name)) continue;
+    const paramlayout::Result<ExitCode> code = c.run();
+    if (!code) {
+      print_error(code.error());
+      return kExitBadInput;
+    }
+    return *code;
+  }
   return kExitBadInput;
 }

@@ -49,49 +49,47 @@ PlanOptions options_from(const PlanCommand& command) {
 
 }  // namespace
 
-CLI::App* setup_plan(CLI::App& app, PlanCommand& command) {
-  CLI::App* sub = app.add_subcommand("plan", "Plan the buffer layout of a manifest");
-  sub->add_option("MANIFEST", command.manifests,
-                  "Manifest v1 JSON file ('-' for stdin); several (one per pipeline stage or "
-                  "virtual chunk) need -o DIR/")
+void setup_plan(CLI::App& sub, PlanCommand& command) {
+  sub.add_option("MANIFEST", command.manifests,
+                 "Manifest v1 JSON file ('-' for stdin); several (one per pipeline stage or "
+                 "virtual chunk) need -o DIR/")
       ->type_name("FILE")
       ->required();
-  sub->add_option("--dp", command.dp, "Data-parallel size (ranks a buffer is sharded over)")
+  sub.add_option("--dp", command.dp, "Data-parallel size (ranks a buffer is sharded over)")
       ->required()
       ->check(integer_in(1, kMaxDp));
-  sub->add_option("--strategy", command.strategy,
-                  "sequential-dp (DistributedOptimizer), layerwise (Muon) or unpadded (plain "
-                  "DDP)")
+  sub.add_option("--strategy", command.strategy,
+                 "sequential-dp (DistributedOptimizer), layerwise (Muon) or unpadded (plain "
+                 "DDP)")
       ->type_name("NAME")
       ->check(one_of({"sequential-dp", "layerwise", "unpadded"}))
       ->capture_default_str();
-  sub->add_option("--expert-dp", command.expert_dp, "Expert data-parallel size [default: dp]")
+  sub.add_option("--expert-dp", command.expert_dp, "Expert data-parallel size [default: dp]")
       ->check(integer_in(1, kMaxDp));
-  sub->add_option("--bucket-size", command.bucket_size,
-                  "Elements per bucket, or 'none' for one bucket per buffer "
-                  "[default: max(40000000, 1000000 * dp)]")
+  sub.add_option("--bucket-size", command.bucket_size,
+                 "Elements per bucket, or 'none' for one bucket per buffer "
+                 "[default: max(40000000, 1000000 * dp)]")
       ->type_name("N|none")
       ->check(one_of({"none"}, /*or_positive_integer=*/true));
-  sub->add_flag("--grad-reduce-in-fp32", command.grad_reduce_in_fp32,
-                "Reduce gradients in float32 buffers");
-  sub->add_flag("--pad-for-high-nccl-busbw", command.pad_for_high_nccl_busbw,
-                "Pad bucket ends to a multiple of 65536 too");
-  sub->add_option("--packer", command.packer,
-                  "Layerwise packing: megatron (Megatron-LM's, bit-exact) or balanced (the "
-                  "same promises, less padding)")
+  sub.add_flag("--grad-reduce-in-fp32", command.grad_reduce_in_fp32,
+               "Reduce gradients in float32 buffers");
+  sub.add_flag("--pad-for-high-nccl-busbw", command.pad_for_high_nccl_busbw,
+               "Pad bucket ends to a multiple of 65536 too");
+  sub.add_option("--packer", command.packer,
+                 "Layerwise packing: megatron (Megatron-LM's, bit-exact) or balanced (the "
+                 "same promises, less padding)")
       ->type_name("NAME")
       ->check(one_of({"megatron", "balanced"}))
       ->capture_default_str();
-  sub->add_option("-o,--output", command.output,
-                  "Write the layout here (atomically) instead of stdout; a directory (a path "
-                  "ending in '/' or an existing one, created if missing) gets NAME.layout.json "
-                  "per manifest NAME.json, and several manifests need one")
+  sub.add_option("-o,--output", command.output,
+                 "Write the layout here (atomically) instead of stdout; a directory (a path "
+                 "ending in '/' or an existing one, created if missing) gets NAME.layout.json "
+                 "per manifest NAME.json, and several manifests need one")
       ->type_name("FILE|DIR/");
-  sub->add_flag("-q,--quiet", command.quiet, "No summary");
-  sub->add_flag("--timings", command.timings, "Print the time of each phase on stderr");
-  add_link_gbps(*sub, command.link_gbps);
-  add_max_input_size(*sub, command.max_input);
-  return sub;
+  sub.add_flag("-q,--quiet", command.quiet, "No summary");
+  sub.add_flag("--timings", command.timings, "Print the time of each phase on stderr");
+  add_link_gbps(sub, command.link_gbps);
+  add_max_input_size(sub, command.max_input);
 }
 
 namespace {
@@ -191,30 +189,23 @@ void warn_about_job_differences(const PlanCommand& command, const PlannedChunk& 
 
 }  // namespace
 
-int run_plan(const PlanCommand& command) {
+Result<ExitCode> run_plan(const PlanCommand& command) {
   Stopwatch total;
   const PlanOptions options = options_from(command);
   std::vector<PlannedChunk> chunks;
   for (const std::string& path : command.manifests) {
     Result<PlannedChunk> chunk = read_and_plan(path, options, command.max_input);
-    if (!chunk) {
-      print_error(chunk.error());
-      return kExitBadInput;
-    }
+    if (!chunk) return chunk.error();
     chunks.push_back(std::move(*chunk));
   }
-  if (Result<void> assigned = assign_outputs(command, chunks); !assigned) {
-    print_error(assigned.error());
-    return kExitBadInput;
-  }
+  if (Result<void> assigned = assign_outputs(command, chunks); !assigned) return assigned.error();
 
   Stopwatch phase;
   for (const PlannedChunk& c : chunks) {
     if (Result<void> written =
             write_output(c.output, write_layout_json(c.layout, stats_to_json(c.stats)));
         !written) {
-      print_error(written.error());
-      return kExitBadInput;
+      return written.error();
     }
   }
   const double write_ms = phase.lap();

@@ -19,35 +19,23 @@ std::string file_name_for(const std::string& layout) {
 
 }  // namespace
 
-CLI::App* setup_render(CLI::App& app, RenderCommand& command) {
-  CLI::App* sub = app.add_subcommand(
-      "render", "Draw a layout as SVG: buckets by shards, params coloured by layer");
-  sub->add_option("LAYOUT", command.layout, "Layout v1 JSON file")->type_name("FILE")->required();
-  sub->add_option("-o,--output", command.output,
-                  "Write the SVG here (atomically) instead of stdout; a directory (a path ending "
-                  "in '/' or an existing one, created if missing) gets NAME.svg for NAME.json")
+void setup_render(CLI::App& sub, RenderCommand& command) {
+  sub.add_option("LAYOUT", command.layout, "Layout v1 JSON file")->type_name("FILE")->required();
+  sub.add_option("-o,--output", command.output,
+                 "Write the SVG here (atomically) instead of stdout; a directory (a path ending "
+                 "in '/' or an existing one, created if missing) gets NAME.svg for NAME.json")
       ->type_name("FILE|DIR/");
-  add_max_input_size(*sub, command.max_input);
-  return sub;
+  add_max_input_size(sub, command.max_input);
 }
 
-int run_render(const RenderCommand& command) {
+Result<ExitCode> run_render(const RenderCommand& command) {
   Result<Layout> layout = load_layout(command.layout, command.max_input);
-  if (!layout) {
-    print_error(layout.error());
-    return kExitBadInput;
-  }
+  if (!layout) return layout.error();
   Result<std::string> svg = render_svg(*layout);
-  if (!svg) {
-    print_error(svg.error());
-    return kExitBadInput;
-  }
+  if (!svg) return svg.error();
   Result<std::string> target = output_target(command.output, file_name_for(command.layout));
   Result<void> written = target ? write_output(*target, *svg) : Result<void>(target.error());
-  if (!written) {
-    print_error(written.error());
-    return kExitBadInput;
-  }
+  if (!written) return written.error();
   return kExitOk;
 }
 

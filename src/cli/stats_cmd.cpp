@@ -9,31 +9,21 @@
 
 namespace paramlayout::cli {
 
-CLI::App* setup_stats(CLI::App& app, StatsCommand& command) {
-  CLI::App* sub = app.add_subcommand(
-      "stats", "Padding against its floor, Newton-Schulz balance, memory per rank and traffic "
-      "per step");
-  add_layout_with_manifest(*sub, command.layout, command.manifest, "The manifest it was planned from (shapes)");
-  sub->add_flag("--json", command.json, "One JSON object on stdout");
-  add_link_gbps(*sub, command.link_gbps);
-  add_max_input_size(*sub, command.max_input);
-  return sub;
+void setup_stats(CLI::App& sub, StatsCommand& command) {
+  add_layout_with_manifest(sub, command.layout, command.manifest, "The manifest it was planned from (shapes)");
+  sub.add_flag("--json", command.json, "One JSON object on stdout");
+  add_link_gbps(sub, command.link_gbps);
+  add_max_input_size(sub, command.max_input);
 }
 
-int run_stats(const StatsCommand& command) {
+Result<ExitCode> run_stats(const StatsCommand& command) {
   Result<LayoutWithManifest> inputs =
       load_layout_with_manifest(command.layout, command.manifest, command.max_input);
-  if (!inputs) {
-    print_error(inputs.error());
-    return kExitBadInput;
-  }
+  if (!inputs) return inputs.error();
   const Manifest& manifest = inputs->manifest;
   const Layout& layout = inputs->layout;
   const Result<LayoutStats> stats = layout_stats(layout, manifest);
-  if (!stats) {
-    print_error(stats.error());
-    return kExitBadInput;
-  }
+  if (!stats) return stats.error();
   if (command.json) {
     fmt::print("{}\n", stats_to_json(*stats, command.link_gbps));
     return kExitOk;

@@ -38,39 +38,36 @@ std::string file_name_for(const std::string& model) {
 
 }  // namespace
 
-CLI::App* setup_synth(CLI::App& app, SynthCommand& command) {
-  CLI::App* sub = app.add_subcommand(
-      "synth", "Write the manifest of one rank's chunk of a Hugging Face model config");
-  sub->add_option("CONFIG", command.config, "The model's config.json")->type_name("FILE");
-  sub->add_option("--tp", command.tp, "Tensor-parallel size")->check(integer_in(1, 1024))->capture_default_str();
-  sub->add_option("--pp", command.pp, "Pipeline-parallel size")->check(integer_in(1, 1024))->capture_default_str();
-  sub->add_option("--stage", command.stage, "This chunk's pipeline stage, from 0")
+void setup_synth(CLI::App& sub, SynthCommand& command) {
+  sub.add_option("CONFIG", command.config, "The model's config.json")->type_name("FILE");
+  sub.add_option("--tp", command.tp, "Tensor-parallel size")->check(integer_in(1, 1024))->capture_default_str();
+  sub.add_option("--pp", command.pp, "Pipeline-parallel size")->check(integer_in(1, 1024))->capture_default_str();
+  sub.add_option("--stage", command.stage, "This chunk's pipeline stage, from 0")
       ->check(integer_in(0, 1023))
       ->capture_default_str();
-  sub->add_option("--ep", command.ep, "Expert-parallel size")->check(integer_in(1, 4096))->capture_default_str();
-  sub->add_option("--etp", command.etp, "Expert tensor-parallel size [default: tp]")
+  sub.add_option("--ep", command.ep, "Expert-parallel size")->check(integer_in(1, 4096))->capture_default_str();
+  sub.add_option("--etp", command.etp, "Expert tensor-parallel size [default: tp]")
       ->check(integer_in(1, 1024));
-  sub->add_option("--vocab-divisible-by", command.vocab_divisible_by,
-                  "Pad the vocabulary to a multiple of this times tp, as Megatron-LM does")
+  sub.add_option("--vocab-divisible-by", command.vocab_divisible_by,
+                 "Pad the vocabulary to a multiple of this times tp, as Megatron-LM does")
       ->check(integer_in(1, 1 << 20))
       ->capture_default_str();
-  sub->add_option("--dtype", command.dtype,
-                  "The params' dtype: bfloat16 (bf16), float16 (fp16, half) or float32 (fp32, "
-                  "float), also as torch.bfloat16 ...")
+  sub.add_option("--dtype", command.dtype,
+                 "The params' dtype: bfloat16 (bf16), float16 (fp16, half) or float32 (fp32, "
+                 "float), also as torch.bfloat16 ...")
       ->type_name("D")
       ->check(dtype_name())
       ->capture_default_str();
-  sub->add_option("--model", command.model, "The manifest's model name [default: from the "
-                                            "config's path and the splits]");
-  sub->add_option("-o,--output", command.output,
-                  "Write the manifest here (atomically) instead of stdout; a directory (a path "
-                  "ending in '/' or an existing one, created if missing) gets MODEL.json")
+  sub.add_option("--model", command.model, "The manifest's model name [default: from the "
+                                           "config's path and the splits]");
+  sub.add_option("-o,--output", command.output,
+                 "Write the manifest here (atomically) instead of stdout; a directory (a path "
+                 "ending in '/' or an existing one, created if missing) gets MODEL.json")
       ->type_name("FILE|DIR/");
-  sub->add_flag("-q,--quiet", command.quiet, "No summary");
-  sub->add_flag("--list", command.list,
-                "Print the config.json architectures it knows, with their models");
-  add_max_input_size(*sub, command.max_input);
-  return sub;
+  sub.add_flag("-q,--quiet", command.quiet, "No summary");
+  sub.add_flag("--list", command.list,
+               "Print the config.json architectures it knows, with their models");
+  add_max_input_size(sub, command.max_input);
 }
 
 namespace {
@@ -84,20 +81,16 @@ void print_architectures() {
 
 }  // namespace
 
-int run_synth(const SynthCommand& command) {
+Result<ExitCode> run_synth(const SynthCommand& command) {
   if (command.list) {
     print_architectures();
     return kExitOk;
   }
   if (command.config.empty()) {
-    print_error(Error{"synth: CONFIG is required (or --list for the architectures it knows)"});
-    return kExitBadInput;
+    return Error{"synth: CONFIG is required (or --list for the architectures it knows)"};
   }
   Result<std::string> text = read_file(command.config, command.max_input);
-  if (!text) {
-    print_error(text.error());
-    return kExitBadInput;
-  }
+  if (!text) return text.error();
   SynthOptions options;
   options.tp = command.tp;
   options.pp = command.pp;
@@ -107,19 +100,13 @@ int run_synth(const SynthCommand& command) {
   options.vocab_divisible_by = command.vocab_divisible_by;
   options.dtype = *parse_dtype_alias(command.dtype);
   Result<SynthModel> model = synth_model(*text, command.config, options);
-  if (!model) {
-    print_error(model.error());
-    return kExitBadInput;
-  }
+  if (!model) return model.error();
   model->model = command.model.empty() ? default_model_name(command) : command.model;
   Result<std::string> target = output_target(command.output, file_name_for(model->model));
   const bool to_stdout = target && *target == "-";
   Result<void> written = target ? write_output(*target, synth_manifest_json(*model, options.dtype))
                                 : Result<void>(target.error());
-  if (!written) {
-    print_error(written.error());
-    return kExitBadInput;
-  }
+  if (!written) return written.error();
   if (!command.quiet) {
     std::FILE* out = to_stdout ? stderr : stdout;
     std::int64_t experts = 0;

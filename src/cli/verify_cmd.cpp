@@ -110,59 +110,53 @@ std::function<void(const VerifyProgress&)> progress_printer() {
 
 }  // namespace
 
-CLI::App* setup_verify(CLI::App& app, VerifyCommand& command) {
-  CLI::App* sub = app.add_subcommand(
-      "verify", "Check a layout, then move real buffers with reduce-scatter and all-gather");
-  add_layout_with_manifest(*sub, command.layout, command.manifest);
-  sub->add_option("--backend", command.backend,
-                  "auto (nccl when a GPU is visible, else cpu), cpu or nccl")
+void setup_verify(CLI::App& sub, VerifyCommand& command) {
+  add_layout_with_manifest(sub, command.layout, command.manifest);
+  sub.add_option("--backend", command.backend,
+                 "auto (nccl when a GPU is visible, else cpu), cpu or nccl")
       ->type_name("NAME")
       ->check(one_of({"auto", "cpu", "nccl"}))
       ->capture_default_str();
-  sub->add_option("--gpus", command.gpus,
-                  "GPUs to use (nccl; default all visible) or devices to simulate (cpu; "
-                  "default 2)")
+  sub.add_option("--gpus", command.gpus,
+                 "GPUs to use (nccl; default all visible) or devices to simulate (cpu; "
+                 "default 2)")
       ->type_name("N")
       ->check(integer_in(1, 4096));
-  sub->add_option("--report", command.report, "Also write the report as JSON (atomically)")
+  sub.add_option("--report", command.report, "Also write the report as JSON (atomically)")
       ->type_name("FILE");
-  sub->add_option("--timeout", command.timeout,
-                  "Abandon an NCCL operation (creating communicators, a collective) after this "
-                  "many seconds (aborting NCCL)")
+  sub.add_option("--timeout", command.timeout,
+                 "Abandon an NCCL operation (creating communicators, a collective) after this "
+                 "many seconds (aborting NCCL)")
       ->type_name("SECONDS")
       ->check(seconds_up_to(86400))
       ->capture_default_str();
-  sub->add_option("--chunk-elements", command.chunk_elements,
-                  "Elements per device block per collective (default: the backend's memory "
-                  "budget)")
+  sub.add_option("--chunk-elements", command.chunk_elements,
+                 "Elements per device block per collective (default: the backend's memory "
+                 "budget)")
       ->type_name("N")
       ->check(integer_in(1, std::int64_t{1} << 40));
-  sub->add_option("--max-elements", command.max_elements,
-                  "Refuse a layout whose buffers hold more elements than this (the work of the "
-                  "data pass grows with them)")
+  sub.add_option("--max-elements", command.max_elements,
+                 "Refuse a layout whose buffers hold more elements than this (the work of the "
+                 "data pass grows with them)")
       ->type_name("N")
       ->check(integer_in(1, std::numeric_limits<std::int64_t>::max()))
       ->capture_default_str();
-  sub->add_flag("-q,--quiet", command.quiet, "Only the verdict line");
-  add_max_input_size(*sub, command.max_input);
-  return sub;
+  sub.add_flag("-q,--quiet", command.quiet, "Only the verdict line");
+  add_max_input_size(sub, command.max_input);
 }
 
-int run_verify(const VerifyCommand& command) {
+Result<ExitCode> run_verify(const VerifyCommand& command) {
   // Under an MPI launcher every process runs this; they agree on each failure, so all exit
   // alike, and only rank 0 prints.
   Result<ProcessGroup> group = ProcessGroup::join();
-  if (!group) {
-    print_error(group.error());
-    return kExitBadInput;
-  }
+  if (!group) return group.error();
   const bool speaks = group->reports();
   Result<LayoutWithManifest> inputs =
       load_layout_with_manifest(command.layout, command.manifest, command.max_input);
   if (std::optional<std::string> failure = group->first_failure(
           inputs ? std::nullopt : std::optional<std::string>(inputs.error().message))) {
-    if (speaks) print_error(Error{*failure});
-    return kExitBadInput;
+    if (!speaks) return kExitBadInput;  // rank 0 reports it
+    return Error{*failure};
   }
   const Manifest& manifest = inputs->manifest;
   const Layout& layout = inputs->layout;
@@ -178,8 +172,8 @@ int run_verify(const VerifyCommand& command) {
   if (!command.quiet && speaks) options.progress = progress_printer();
   Result<VerifyReport> report = verify_layout(layout, manifest, options);
   if (!report) {
-    if (speaks) print_error(report.error());
-    return kExitBadInput;
+    if (!speaks) return kExitBadInput;  // rank 0 reports it
+    return report.error();
   }
   if (!speaks) return report->ok() ? kExitOk : kExitWrong;
   for (const std::string& note : report->notes) fmt::print(stderr, "paramlayout: note: {}\n", note);
@@ -187,8 +181,7 @@ int run_verify(const VerifyCommand& command) {
     if (Result<void> written =
             write_output(command.report, verify_report_json(*report, layout));
         !written) {
-      print_error(written.error());
-      return kExitBadInput;
+      return written.error();
     }
   }
   if (!report->violations.empty()) {

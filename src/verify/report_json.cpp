@@ -1,4 +1,4 @@
-#include "json_writer.hpp"
+#include "format/json_writer.hpp"
 #include "paramlayout/verify.hpp"
 
 namespace paramlayout {

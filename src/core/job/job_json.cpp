@@ -1,7 +1,7 @@
 // job.json (paramlayout.job/v1): one line per chunk, so a diff of two jobs reads well.
 #include <fmt/format.h>
 
-#include "../json_writer.hpp"
+#include "../format/json_writer.hpp"
 #include "paramlayout/job.hpp"
 #include "paramlayout/version.hpp"
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../json_reader.hpp"
+#include "../format/json_reader.hpp"
 
 namespace paramlayout::hf {
 

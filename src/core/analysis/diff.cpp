@@ -6,7 +6,7 @@
 #include <limits>
 #include <unordered_map>
 
-#include "json_writer.hpp"
+#include "format/json_writer.hpp"
 #include "paramlayout/check.hpp"
 #include "paramlayout/text.hpp"
 

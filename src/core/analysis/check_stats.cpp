@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "json_reader.hpp"
+#include "format/json_reader.hpp"
 #include "paramlayout/check.hpp"
 #include "paramlayout/stats.hpp"
 

@@ -1,6 +1,6 @@
 #include <fmt/format.h>
 
-#include "json_writer.hpp"
+#include "format/json_writer.hpp"
 #include "paramlayout/stats.hpp"
 
 namespace paramlayout {
