@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,32 @@ TEST_SUITE("chunk seam") {
     CHECK_FALSE(job_plan_options(spec, second, 1000).bucket_size);
     CHECK(training_bucket_size(64) == 64'000'000);
     CHECK(ddp_fallback_bucket_size(39) == 40'000'000);
+  }
+
+  TEST_CASE("bytes per rank: Adam keeps 12 bytes per element, Muon 8; totals fit or are refused") {
+    BufferKey adam;
+    BufferKey muon;
+    muon.layerwise = true;
+    CHECK(optimizer_state(adam).bytes_per_element() == 4 + 2 * 4);  // fp32 main, 2 moments
+    CHECK(optimizer_state(muon).bytes_per_element() == 4 + 4);      // fp32 main, momentum
+    // A layerwise buffer of 1024 bf16 elements over 4 shards: whole param and grad buffers,
+    // a quarter of the optimizer state.
+    BufferLayout b;
+    b.key = muon;
+    b.key.param_dtype = b.key.grad_dtype = DType::bfloat16;
+    b.strategy = Strategy::layerwise;
+    b.num_shards = 4;
+    b.numel = 1024;
+    const BytesPerRank bytes = *buffer_bytes_per_rank(b);
+    CHECK(bytes.params == 2048);
+    CHECK(bytes.grads == 2048);
+    CHECK(bytes.optimizer == 256 * 8);
+    CHECK(bytes.total() == 2048 + 2048 + 2048);
+    const std::int64_t half = std::numeric_limits<std::int64_t>::max() / 2 + 1;
+    BytesPerRank huge{half, 0, 0};
+    CHECK_FALSE(huge.add(huge));  // 2 x half passes 2^63 - 1
+    CHECK(huge.params == half);   // left as it was
+    CHECK(BytesPerRank{half, half, 0}.total() == std::numeric_limits<std::int64_t>::max());
   }
 
   TEST_CASE("the advice, planned only as far as it needs, is that of every alternative") {
