@@ -10,7 +10,8 @@
 namespace paramlayout::cli {
 
 void setup_stats(CLI::App& sub, StatsCommand& command) {
-  add_layout_with_manifest(sub, command.layout, command.manifest, "The manifest it was planned from (shapes)");
+  add_layout_with_manifest(sub, command.layout, command.manifest,
+                           "The manifest it was planned from (shapes)");
   sub.add_flag("--json", command.json, "One JSON object on stdout");
   add_link_gbps(sub, command.link_gbps);
   add_max_input_size(sub, command.max_input);

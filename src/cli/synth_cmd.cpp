@@ -40,12 +40,18 @@ std::string file_name_for(const std::string& model) {
 
 void setup_synth(CLI::App& sub, SynthCommand& command) {
   sub.add_option("CONFIG", command.config, "The model's config.json")->type_name("FILE");
-  sub.add_option("--tp", command.tp, "Tensor-parallel size")->check(integer_in(1, 1024))->capture_default_str();
-  sub.add_option("--pp", command.pp, "Pipeline-parallel size")->check(integer_in(1, 1024))->capture_default_str();
+  sub.add_option("--tp", command.tp, "Tensor-parallel size")
+      ->check(integer_in(1, 1024))
+      ->capture_default_str();
+  sub.add_option("--pp", command.pp, "Pipeline-parallel size")
+      ->check(integer_in(1, 1024))
+      ->capture_default_str();
   sub.add_option("--stage", command.stage, "This chunk's pipeline stage, from 0")
       ->check(integer_in(0, 1023))
       ->capture_default_str();
-  sub.add_option("--ep", command.ep, "Expert-parallel size")->check(integer_in(1, 4096))->capture_default_str();
+  sub.add_option("--ep", command.ep, "Expert-parallel size")
+      ->check(integer_in(1, 4096))
+      ->capture_default_str();
   sub.add_option("--etp", command.etp, "Expert tensor-parallel size [default: tp]")
       ->check(integer_in(1, 1024));
   sub.add_option("--vocab-divisible-by", command.vocab_divisible_by,
