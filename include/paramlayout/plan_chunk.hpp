@@ -1,5 +1,6 @@
 // One path from a model chunk to its layout: plan its manifest, then weigh the layout. The
-// plan and job commands and the alternatives of a far-off plan all go through it.
+// plan and job commands go through it; the far-off advice (alternatives.hpp) plans its
+// alternatives with the same plan and weighs them by their footprint alone.
 #pragma once
 
 #include "paramlayout/error.hpp"
