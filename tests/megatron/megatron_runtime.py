@@ -52,16 +52,36 @@ class _H100:
     multi_processor_count = 132
 
 
+_PATCHED = False
+
+
+def _stand_in_mamba_kernels():
+    """mamba_ssm installs without its CUDA build (MAMBA_SKIP_CUDA_BUILD), but its package
+    imports the CUDA extension `selective_scan_cuda` at import time; an empty module stands in
+    for it, so that Megatron-LM's Mamba layer finds mamba_ssm's Python modules (the gated
+    RMSNorm whose params it registers). The kernels are called only in forward."""
+    import types
+    try:
+        import selective_scan_cuda  # noqa: F401
+    except ImportError:
+        sys.modules["selective_scan_cuda"] = types.ModuleType("selective_scan_cuda")
+
+
 def patch_gpu_queries():
     """The patches listed in the module's docstring, applied once before Megatron-LM runs."""
+    global _PATCHED
+    if _PATCHED:
+        return
+    _PATCHED = True
     import torch
+
+    _stand_in_mamba_kernels()
 
     try:
         import transformer_engine  # noqa: F401  (a real TE: used as it is)
     except ImportError:
         import te_standin
         te_standin.install()
-    os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
     meta = torch.device("meta")
     torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
     torch.cuda.get_device_properties = lambda *a, **k: _H100
@@ -119,6 +139,8 @@ def read_arguments(argv, world_size, hf_config=None):
     from megatron.training import arguments, global_vars
     from megatron.core.tokenizers.utils.build_tokenizer import vocab_size_with_padding
 
+    # Megatron-LM's launch scripts export it; validate_args requires it for tp or cp > 1.
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
     os.environ["WORLD_SIZE"] = str(world_size)
     os.environ["RANK"] = "0"
     os.environ["LOCAL_RANK"] = "0"
@@ -141,20 +163,36 @@ def read_arguments(argv, world_size, hf_config=None):
             args.padded_vocab_size = vocab_size_with_padding(args.vocab_size, args, False)
         else:
             args.padded_vocab_size = args.vocab_size
+    global_vars.unset_global_variables()  # a previous line's, in the same process
     global_vars.set_global_variables(args, build_tokenizer=False)
     return args
 
 
-def out_of_reach(args):
-    """Why the line is out of the judge's reach, or None."""
-    if getattr(args, "use_torch_fsdp2", False) or getattr(args, "use_megatron_fsdp", False):
+FSDP_FLAGS = ("--use-megatron-fsdp", "--use-torch-fsdp2", "--use-custom-fsdp")
+QUANTIZED_FLAGS = ("--fp8-param-gather", "--fp4-param-gather", "--fp8-param", "--fp4-param")
+
+
+def line_out_of_reach(line):
+    """Why the launch line is out of the judge's reach, or None: read from the line itself,
+    since Megatron-LM's own checks for these need the GPU settings they imply."""
+    if any(f in line for f in FSDP_FLAGS):
         return "FSDP shards params itself; the judge builds DistributedDataParallel only"
-    if getattr(args, "fp8_param_gather", False) or getattr(args, "fp4_param", False) or \
-            getattr(args, "fp8_param", False):
+    if any(f in line for f in QUANTIZED_FLAGS):
         return ("quantized params are Transformer Engine tensors that need a GPU; their rules "
                 "are cited from TE's and Megatron-LM's code instead")
-    if getattr(args, "spec", None) is not None:
-        return "a custom --spec module builds layers the judge cannot know"
+    return None
+
+
+def out_of_reach(args):
+    """Why the line, as Megatron-LM read it, is out of the judge's reach, or None."""
+    if getattr(args, "use_torch_fsdp2", False) or getattr(args, "use_megatron_fsdp", False):
+        return "FSDP shards params itself; the judge builds DistributedDataParallel only"
+    if getattr(args, "fp8_param_gather", False) or getattr(args, "fp4_param_gather", False):
+        return ("quantized params are Transformer Engine tensors that need a GPU; their rules "
+                "are cited from TE's and Megatron-LM's code instead")
+    spec = getattr(args, "spec", None)
+    if spec and not str(spec[0]).startswith("megatron."):
+        return f"a custom --spec module ({spec[0]}) builds layers the judge cannot know"
     return None
 
 
@@ -284,6 +322,9 @@ def _refusal(e):
     return ArgumentsRefused(f"{type(e).__name__}: {e}")
 
 
+_WRAPPING = None
+
+
 def build_job(args):
     """Each pipeline stage in turn (a generator of Stage): every virtual chunk, wrapped in DDP
     by Megatron-LM's get_model at the stage's first rank. A builder's assertion (a split or a
@@ -292,8 +333,11 @@ def build_job(args):
     from megatron.core.enums import ModelType
     from megatron.training import training
 
-    wrapping = Wrapping()
-    wrapping.install(training)
+    global _WRAPPING
+    if _WRAPPING is None:
+        _WRAPPING = Wrapping()
+        _WRAPPING.install(training)
+    wrapping = _WRAPPING
     for stage in range(args.pipeline_model_parallel_size):
         pp_rank = initialize_parallel(args, stage_rank(args, stage))
         assert pp_rank == stage, f"rank {stage_rank(args, stage)} is on stage {pp_rank}"

@@ -60,12 +60,6 @@ def run_paramlayout(binary, world_size, hf_config, line, out_dir):
     return result.returncode, (result.stderr or result.stdout).strip()
 
 
-def report(diffs, identical, total):
-    for d in diffs:
-        print(d)
-    print(f"real-model: {identical}/{total} chunks identical")
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--binary", required=True, help="the paramlayout program")
@@ -78,18 +72,36 @@ def main():
     line = opts.line[1:] if opts.line[:1] == ["--"] else opts.line
     line = complete_line(line)
 
+    import contextlib
+
     import megatron_runtime as runtime
 
+    # Megatron-LM prints its progress on stdout: to stderr with it, so that stdout holds the
+    # differences and the count only.
+    with contextlib.redirect_stdout(sys.stderr):
+        outcome = judge_line(opts, line, runtime)
+    for text in outcome[1]:
+        print(text)
+    return outcome[0]
+
+
+def judge_line(opts, line, runtime):
+    """(exit code, the lines to print: the differences, then the count)."""
     runtime.put_upstream_on_path()
     runtime.patch_gpu_queries()
     megatron_line = runtime.megatron_line(line)
 
+    def count(identical, total):
+        return f"real-model: {identical}/{total} chunks identical"
+
+    reason = runtime.line_out_of_reach(line)
+    if reason:
+        return 3, [f"out of the judge's reach: {reason}", count(0, 0)]
     with tempfile.TemporaryDirectory(prefix="real-model-") as tmp:
         our_rc, our_message = run_paramlayout(opts.binary, opts.world_size, opts.hf_config, line,
                                               tmp)
         if our_rc not in (0, 2):
-            report([f"paramlayout: exit {our_rc}: {our_message}"], 0, 0)
-            return 1
+            return 1, [f"paramlayout: exit {our_rc}: {our_message}", count(0, 0)]
         try:
             if opts.hf_config:
                 raise runtime.OutOfReach("--hf-config is not judged yet")
@@ -99,23 +111,17 @@ def main():
                 raise runtime.OutOfReach(reason)
             if our_rc == 2:
                 total = sum(len(stage.chunks) for stage in runtime.build_job(args))
-                report([f"paramlayout refuses a line Megatron-LM accepts: {our_message}"], 0,
-                       total)
-                return 1
+                return 1, [f"paramlayout refuses a line Megatron-LM accepts: {our_message}",
+                           count(0, total)]
             diffs, identical, total = judge(runtime.build_job(args), Path(tmp), opts)
         except runtime.ArgumentsRefused as e:
             if our_rc == 2:
-                print(f"both refuse the line: Megatron-LM: {e}; paramlayout: {our_message}")
-                print("real-model: 0/0 chunks identical")
-                return 2
-            report([f"Megatron-LM refuses the line ({e}); paramlayout accepts it"], 0, 0)
-            return 1
+                return 2, [f"both refuse the line: Megatron-LM: {e}; paramlayout: {our_message}",
+                           count(0, 0)]
+            return 1, [f"Megatron-LM refuses the line ({e}); paramlayout accepts it", count(0, 0)]
         except runtime.OutOfReach as e:
-            print(f"out of the judge's reach: {e}")
-            print("real-model: 0/0 chunks identical")
-            return 3
-    report(diffs, identical, total)
-    return 0 if identical == total and not diffs else 1
+            return 3, [f"out of the judge's reach: {e}", count(0, 0)]
+    return (0 if identical == total and not diffs else 1), diffs + [count(identical, total)]
 
 
 def judge(built, out_dir, opts):
@@ -148,9 +154,15 @@ def judge(built, out_dir, opts):
                 found += [(f"full_param_layout: {w}", f, m, o)
                           for (w, f, m, o) in compare.compare_buffers(again, names, layout)]
             except Exception as e:  # Megatron-LM (or the package) refusing our layout
-                found.append(("full_param_layout", "accepted", "no", f"{type(e).__name__}: {e}"))
-            for what, field, mine, yours in found:
-                diffs.append(f"{where}: {what}: {field}: Megatron-LM {mine}, paramlayout {yours}")
+                found.append(f"full_param_layout: Megatron-LM's DDP refuses paramlayout's layout: "
+                             f"{type(e).__name__}: {e}")
+            for item in found:
+                if isinstance(item, str):
+                    diffs.append(f"{where}: {item}")
+                else:
+                    what, field, mine, yours = item
+                    diffs.append(f"{where}: {what}: {field}: Megatron-LM {mine}, "
+                                 f"paramlayout {yours}")
             identical += not found
     for key in sorted(files.keys() - seen):
         diffs.append(f"stage {key[0]} chunk {key[1]}: chunk: Megatron-LM absent, "

@@ -348,6 +348,10 @@ def install():
     pytorch.router = _module("transformer_engine.pytorch.router", **{
         n: _kernel(n) for n in ("fused_compute_score_for_moe_aux_loss", "fused_moe_aux_loss",
                                 "fused_topk_with_score_function")})
+    # Rotary-embedding kernels (forward only), imported by name for TE >= 2.3.
+    rope = _module("transformer_engine.pytorch.attention.rope", **{
+        n: _kernel(n) for n in ("apply_rotary_pos_emb", "apply_fused_qkv_rotary_pos_emb")})
+    pytorch.attention = _module("transformer_engine.pytorch.attention", package=True, rope=rope)
     pytorch.tensor = _module("transformer_engine.pytorch.tensor", package=True,
                              QuantizedTensor=QuantizedTensor)
     te.pytorch = pytorch
