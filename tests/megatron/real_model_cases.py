@@ -148,7 +148,10 @@ def random_case(rng):
         experts = _choice(rng, [2, 4, 8])
         ep = _choice(rng, [e for e in (1, 2, 4) if experts % e == 0])
         line += ["--num-experts", str(experts), "--moe-ffn-hidden-size",
-                 str(tp * rng.randrange(4, 20)), "--moe-router-topk", "1"]
+                 str(tp * rng.randrange(4, 20)), "--moe-router-topk",
+                 str(rng.randrange(1, min(experts, 4) + 1))]
+        if line[-1] == "1":  # validate_args: top-1 routing needs the pre-softmax router
+            line += ["--moe-router-pre-softmax"]
         if rng.random() < 0.6:
             line += ["--moe-grouped-gemm"]
         if rng.random() < 0.4:
