@@ -11,6 +11,8 @@ Nothing here re-implements Megatron-LM. What needs a GPU to answer is patched, a
   (`device=torch.cuda.current_device()`) lands on meta: no memory for weights or buffers;
 - `nn.Module.cuda()` and `Tensor.cuda()` keep a module or tensor where it is; CUDA streams are no-ops;
 - the CUDA RNG tracker's `fork()` is a no-op context (it saves and restores CUDA RNG state);
+- a tensor made with an explicit CUDA device (`device="cuda"`) is made on meta (a torch
+  function mode), for code that names the device instead of asking for it;
 - the model is built under `torch.device("meta")`, as `--init-model-with-meta-device` does,
   and not materialized afterwards (`to_empty_if_meta_device` would allocate on the GPU).
 """
@@ -271,10 +273,97 @@ class Wrapping:
         training.wrap_model_chunks_with_ddp = spy
 
 
+def bridge_provider(hf_config_path):
+    """Megatron-Bridge's own provider for a Hugging Face config.json: the bridge its
+    AutoBridge picks for the config's architecture, from the config alone (no weights)."""
+    import json
+
+    from transformers import CONFIG_MAPPING
+
+    with open(hf_config_path) as f:
+        data = json.load(f)
+    if data.get("model_type") not in CONFIG_MAPPING:
+        raise OutOfReach(f"transformers knows no model_type {data.get('model_type')!r}")
+    config = CONFIG_MAPPING[data["model_type"]].from_dict(data)
+    from megatron.bridge.models.conversion.auto_bridge import AutoBridge
+
+    try:
+        bridge = AutoBridge.from_hf_config(config)
+    except ValueError as e:
+        raise OutOfReach(f"Megatron-Bridge maps no bridge for this config ({e}); judge it "
+                         "through its launch line (the model's sizes as arguments)") from None
+    return bridge.to_megatron_provider(load_weights=False)
+
+
+# What the launch line decides for a Bridge-built model: how it is split and its precision
+# (TransformerConfig fields, as core_transformer_config_from_args derives them).
+LINE_FIELDS = (
+    "tensor_model_parallel_size", "pipeline_model_parallel_size",
+    "virtual_pipeline_model_parallel_size", "context_parallel_size",
+    "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel",
+    "fp16", "bf16", "params_dtype", "pipeline_dtype", "gradient_accumulation_fusion",
+    "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+    "pipeline_model_parallel_layout", "calculate_per_token_loss",
+)
+# Model choices that the launch line makes for a Bridge-built model too (`job` reads them
+# from the line with --hf-config as without): MTP layers and grouped experts. Bridge's
+# providers have their own defaults for both (grouped GEMM on for its MoE models).
+LINE_MODEL_FIELDS = ("mtp_num_layers", "moe_grouped_gemm")
+
+
+def bridge_model_provider(args, provider, line):
+    """A model_provider_func for get_model that builds each chunk with the provider's own
+    provide(), after the line's split, precision and vocab padding are set on it."""
+    from megatron.training.arguments import core_transformer_config_from_args
+
+    config = core_transformer_config_from_args(args)
+    for field in LINE_FIELDS:
+        if hasattr(config, field):
+            setattr(provider, field, getattr(config, field))
+    for field in LINE_MODEL_FIELDS:
+        setattr(provider, field, getattr(config, field))
+    provider.make_vocab_size_divisible_by = args.make_vocab_size_divisible_by
+    provider.should_pad_vocab = bool(getattr(args, "pad_vocab_size", True))
+    provider.finalize()
+
+    def build(pre_process=True, post_process=True, vp_stage=None, config=None,
+              pg_collection=None):
+        # provide_distributed_model hands the provider get_model's process groups so.
+        provider._pg_collection = pg_collection
+        return provider.provide(pre_process=pre_process, post_process=post_process,
+                                vp_stage=vp_stage)
+    return build
+
+
+def bridge_line(line, provider):
+    """The line with the model's sizes Megatron-LM's arguments require (--num-layers,
+    --hidden-size, --num-attention-heads, --vocab-size) from the provider, where absent: they
+    let validate_args run; the model itself comes from the provider."""
+    line = list(line)
+    length = getattr(provider, "seq_length", None) or 4096
+    sizes = {"--num-layers": provider.num_layers, "--hidden-size": provider.hidden_size,
+             "--num-attention-heads": provider.num_attention_heads,
+             "--vocab-size": provider.vocab_size, "--seq-length": length,
+             "--max-position-embeddings": length,
+             "--kv-channels": getattr(provider, "kv_channels", None)}
+    for flag, value in sizes.items():
+        if flag not in line and value is not None:
+            line += [flag, str(value)]
+    if getattr(provider, "num_query_groups", None) and \
+            provider.num_query_groups != provider.num_attention_heads and \
+            "--num-query-groups" not in line:
+        line += ["--group-query-attention", "--num-query-groups", str(provider.num_query_groups)]
+    return line
+
+
 def model_provider_for(args):
     """model_provider with the builder pretrain_gpt.py (gpt_builder) or pretrain_hybrid.py
-    (hybrid_builder) passes it."""
+    (hybrid_builder) passes it; with --hf-config, Megatron-Bridge's provider."""
     from functools import partial
+
+    if _BRIDGE is not None:
+        return _BRIDGE
 
     from model_provider import model_provider
 
@@ -283,6 +372,30 @@ def model_provider_for(args):
         return partial(model_provider, hybrid_builder)
     from gpt_builders import gpt_builder
     return partial(model_provider, gpt_builder)
+
+
+def _is_cuda(device):
+    import torch
+    if isinstance(device, str):
+        return device.startswith("cuda")
+    return isinstance(device, torch.device) and device.type == "cuda"
+
+
+def cuda_to_meta():
+    """A torch function mode in which a tensor made with an explicit CUDA device
+    (`device="cuda"`, `torch.device("cuda")`) is made on the meta device instead: the same
+    rule as torch.cuda.current_device() answering meta, for code that names the device."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class CudaToMeta(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if _is_cuda(kwargs.get("device")):
+                kwargs["device"] = torch.device("meta")
+            return func(*args, **kwargs)
+
+    return CudaToMeta()
 
 
 class Stage:
@@ -311,7 +424,7 @@ class Stage:
         record = self.record
         disable = record["kwargs"].get("disable_bucketing_per_chunk") or \
             [False] * len(self.chunks)
-        with torch.device("meta"):
+        with torch.device("meta"), cuda_to_meta():
             return DistributedDataParallel(
                 config=record["config"], ddp_config=copy.deepcopy(record["ddp_config_after"]),
                 module=self.chunks[c].module, disable_bucketing=disable[c],
@@ -323,6 +436,13 @@ def _refusal(e):
 
 
 _WRAPPING = None
+_BRIDGE = None
+
+
+def use_bridge(build):
+    """Build chunks with BUILD (bridge_model_provider's) instead of the upstream builders."""
+    global _BRIDGE
+    _BRIDGE = build
 
 
 def build_job(args):
@@ -342,7 +462,7 @@ def build_job(args):
         pp_rank = initialize_parallel(args, stage_rank(args, stage))
         assert pp_rank == stage, f"rank {stage_rank(args, stage)} is on stage {pp_rank}"
         try:
-            with torch.device("meta"):
+            with torch.device("meta"), cuda_to_meta():
                 chunks = training.get_model(model_provider_for(args),
                                             ModelType.encoder_or_decoder, wrap_with_ddp=True)
         except (AssertionError, ValueError) as e:

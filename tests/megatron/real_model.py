@@ -38,13 +38,14 @@ sys.path.insert(0, str(HERE.parent.parent / "python"))
 RUN_DEFAULTS = (("--micro-batch-size", "1"),)
 
 
-def complete_line(args):
-    """ARGS with RUN_DEFAULTS where absent and --seq-length from --max-position-embeddings."""
+def complete_line(args, hf_config=None):
+    """ARGS with RUN_DEFAULTS where absent and --seq-length from --max-position-embeddings
+    (with a config, Megatron-LM's line gets the model's sequence length instead)."""
     line = list(args)
     for flag, value in RUN_DEFAULTS:
         if flag not in line:
             line += [flag, value]
-    if "--seq-length" not in line and "--encoder-seq-length" not in line:
+    if "--seq-length" not in line and "--encoder-seq-length" not in line and not hf_config:
         length = "4096"
         if "--max-position-embeddings" in line:
             length = line[line.index("--max-position-embeddings") + 1]
@@ -70,7 +71,7 @@ def main():
     parser.add_argument("line", nargs=argparse.REMAINDER)
     opts = parser.parse_args()
     line = opts.line[1:] if opts.line[:1] == ["--"] else opts.line
-    line = complete_line(line)
+    line = complete_line(line, opts.hf_config)
 
     import contextlib
 
@@ -86,7 +87,17 @@ def main():
 
 
 def judge_line(opts, line, runtime):
-    """(exit code, the lines to print: the differences, then the count)."""
+    """(exit code, the lines to print: the differences, then the count). The process's
+    environment variables are restored afterwards (upstream code sets some)."""
+    saved = dict(os.environ)
+    try:
+        return _judge_line(opts, line, runtime)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _judge_line(opts, line, runtime):
     runtime.put_upstream_on_path()
     runtime.patch_gpu_queries()
     megatron_line = runtime.megatron_line(line)
@@ -103,12 +114,17 @@ def judge_line(opts, line, runtime):
         if our_rc not in (0, 2):
             return 1, [f"paramlayout: exit {our_rc}: {our_message}", count(0, 0)]
         try:
+            provider = None
+            runtime.use_bridge(None)
             if opts.hf_config:
-                raise runtime.OutOfReach("--hf-config is not judged yet")
+                provider = runtime.bridge_provider(opts.hf_config)
+                megatron_line = runtime.bridge_line(megatron_line, provider)
             args = runtime.read_arguments(megatron_line, opts.world_size, opts.hf_config)
             reason = runtime.out_of_reach(args)
             if reason:
                 raise runtime.OutOfReach(reason)
+            if provider is not None:
+                runtime.use_bridge(runtime.bridge_model_provider(args, provider, line))
             if our_rc == 2:
                 total = sum(len(stage.chunks) for stage in runtime.build_job(args))
                 return 1, [f"paramlayout refuses a line Megatron-LM accepts: {our_message}",

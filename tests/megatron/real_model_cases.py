@@ -7,6 +7,9 @@ it is out of the judge's reach. The sizes are small (hidden 64, a few layers): w
 is which params each chunk holds and how DDP lays them out, which the sizes do not change.
 """
 import random
+from pathlib import Path
+
+CONFIGS = Path(__file__).resolve().parent.parent.parent / "testdata" / "configs"
 
 # A small GPT: 4 layers, hidden 64, 4 heads, vocab 1000 (padded by Megatron-LM's own rule).
 BASE = ["--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
@@ -201,3 +204,19 @@ def random_case(rng):
 def random_cases(count, seed):
     rng = random.Random(seed)
     return [random_case(rng) for _ in range(count)]
+
+
+def config_cases(tp_sizes=(1,)):
+    """Every Hugging Face config in testdata/configs, built by Megatron-Bridge's provider at
+    each tensor-parallel size, bf16 with the distributed optimizer over 8 data-parallel ranks:
+    (world size, line, expected, config). Expected 0, or 3 where Bridge maps no bridge for
+    the architecture (those are judged through their launch-line form)."""
+    out = []
+    for config in sorted(CONFIGS.glob("*.json")):
+        if config.name == "published.json":
+            continue
+        for tp in tp_sizes:
+            line = ["--bf16", "--use-distributed-optimizer", "--tensor-model-parallel-size",
+                    str(tp)]
+            out.append((8 * tp, line, None, str(config)))
+    return out

@@ -50,6 +50,9 @@ def main():
     parser.add_argument("binary")
     parser.add_argument("--sample", action="store_true")
     parser.add_argument("--random", type=int, default=0)
+    parser.add_argument("--configs", default="",
+                        help="tensor-parallel sizes (comma-separated) at which every config in "
+                             "testdata/configs is built by Megatron-Bridge")
     parser.add_argument("--known", action="store_true",
                         help="also the lines on which the two are known to differ")
     parser.add_argument("--seed", default="real-model")
@@ -69,18 +72,21 @@ def main():
 
     chosen = []
     if opts.sample:
-        chosen += [(w, line, rc, True) for w, line, rc in cases.SAMPLE]
+        chosen += [(w, line, rc, True, None) for w, line, rc in cases.SAMPLE]
     if opts.known:
-        chosen += [(w, line, rc, True) for w, line, rc in cases.KNOWN_DIFFERENCES]
+        chosen += [(w, line, rc, True, None) for w, line, rc in cases.KNOWN_DIFFERENCES]
     if opts.random:
-        chosen += [(w, line, rc, False) for w, line, rc in cases.random_cases(opts.random,
-                                                                              opts.seed)]
+        chosen += [(w, line, rc, False, None)
+                   for w, line, rc in cases.random_cases(opts.random, opts.seed)]
+    if opts.configs:
+        tps = tuple(int(t) for t in opts.configs.split(","))
+        chosen += [(w, line, rc, False, c) for w, line, rc, c in cases.config_cases(tps)]
     as_expected = identical = total = 0
     started = time.monotonic()
-    for n, (world, line, expected, strict) in enumerate(chosen, 1):
-        run_opts = argparse.Namespace(binary=opts.binary, world_size=world, hf_config=None,
+    for n, (world, line, expected, strict, config) in enumerate(chosen, 1):
+        run_opts = argparse.Namespace(binary=opts.binary, world_size=world, hf_config=config,
                                       max_ranks=opts.max_ranks)
-        full = real_model.complete_line(line)
+        full = real_model.complete_line(line, config)
         log = io.StringIO()
         try:
             with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
@@ -95,7 +101,9 @@ def main():
         identical, total = identical + p, total + t
         ok = rc == expected if strict else rc != 1
         as_expected += ok
-        command = " ".join(["--world-size", str(world), "--"] + line)
+        command = " ".join(["--world-size", str(world)]
+                           + (["--hf-config", Path(config).name] if config else []) + ["--"]
+                           + line)
         print(f"[{n}/{len(chosen)}] {'ok' if ok else 'FAIL'} exit {rc} "
               f"(expected {expected if strict else 'not 1'}), {lines[-1].split(': ')[1]}: "
               f"{command}", flush=True)

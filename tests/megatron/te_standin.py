@@ -253,6 +253,14 @@ class QuantizedTensor(torch.Tensor):
     """pytorch/tensor: TE's quantized tensor base; no param the stand-in makes is one."""
 
 
+class _OpsSequential(torch.nn.Module):
+    """pytorch/ops Sequential: Megatron-Bridge names it in annotations of its fused LoRA
+    layers (evaluated when the class is defined); TE's fused ops are not stood in."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("transformer_engine.pytorch.ops: TE's fused ops (TE stand-in)")
+
+
 class _Recipe:
     def __init__(self, *args, **kwargs):
         self.__dict__.update(kwargs)
@@ -352,6 +360,14 @@ def install():
     rope = _module("transformer_engine.pytorch.attention.rope", **{
         n: _kernel(n) for n in ("apply_rotary_pos_emb", "apply_fused_qkv_rotary_pos_emb")})
     pytorch.attention = _module("transformer_engine.pytorch.attention", package=True, rope=rope)
+    # Fused MoE permutation kernels (forward only); TransformerConfig requires them to exist
+    # for moe_permute_fusion, which Megatron-Bridge's MoE providers turn on.
+    pytorch.permutation = _module("transformer_engine.pytorch.permutation", **{
+        n: _kernel(n) for n in ("moe_permute", "moe_permute_with_probs", "moe_sort_chunks_by_index",
+                                "moe_sort_chunks_by_index_with_probs", "moe_unpermute",
+                                "moe_permute_and_pad_with_probs")})
+    pytorch.ops = _module("transformer_engine.pytorch.ops", package=True,
+                          Sequential=_OpsSequential)
     pytorch.tensor = _module("transformer_engine.pytorch.tensor", package=True,
                              QuantizedTensor=QuantizedTensor)
     te.pytorch = pytorch
