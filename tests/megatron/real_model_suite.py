@@ -45,6 +45,16 @@ def reexec_in_environment():
     os.execv(python, [python, __file__] + sys.argv[1:])
 
 
+def write_planted_binary(binary):
+    """An executable that runs planted_paramlayout.py on BINARY (the judge runs one program)."""
+    import tempfile
+    path = Path(tempfile.mkdtemp(prefix="real-model-planted-")) / "paramlayout"
+    path.write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'planted_paramlayout.py'} "
+                    f"{Path(binary).resolve()} \"$@\"\n")
+    path.chmod(0o755)
+    return str(path)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("binary")
@@ -73,6 +83,10 @@ def main():
     chosen = []
     if opts.sample:
         chosen += [(w, line, rc, True, None) for w, line, rc in cases.SAMPLE]
+        # The judge must see differences: the first line again, with paramlayout's output
+        # tampered with (planted_paramlayout.py), must give exit 1.
+        world, line, _ = cases.SAMPLE[0]
+        chosen.append((world, line, 1, True, "planted"))
     if opts.known:
         chosen += [(w, line, rc, True, None) for w, line, rc in cases.KNOWN_DIFFERENCES]
     if opts.random:
@@ -83,8 +97,12 @@ def main():
         chosen += [(w, line, rc, False, c) for w, line, rc, c in cases.config_cases(tps)]
     as_expected = identical = total = 0
     started = time.monotonic()
+    planted = write_planted_binary(opts.binary)
     for n, (world, line, expected, strict, config) in enumerate(chosen, 1):
-        run_opts = argparse.Namespace(binary=opts.binary, world_size=world, hf_config=config,
+        binary = opts.binary
+        if config == "planted":
+            binary, config = planted, None
+        run_opts = argparse.Namespace(binary=binary, world_size=world, hf_config=config,
                                       max_ranks=opts.max_ranks)
         full = real_model.complete_line(line, config)
         log = io.StringIO()
@@ -98,10 +116,12 @@ def main():
             rc, lines = 1, [f"judge error: {type(e).__name__}: {e}", "real-model: 0/0 chunks "
                             "identical"]
         p, t = (int(x) for x in lines[-1].split()[1].split("/"))
-        identical, total = identical + p, total + t
+        if binary == opts.binary:  # the planted line's chunks are not counted
+            identical, total = identical + p, total + t
         ok = rc == expected if strict else rc != 1
         as_expected += ok
-        command = " ".join(["--world-size", str(world)]
+        command = " ".join((["(planted differences)"] if binary != opts.binary else [])
+                           + ["--world-size", str(world)]
                            + (["--hf-config", Path(config).name] if config else []) + ["--"]
                            + line)
         print(f"[{n}/{len(chosen)}] {'ok' if ok else 'FAIL'} exit {rc} "
