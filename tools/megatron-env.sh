@@ -71,10 +71,6 @@ python=$(find_python) ||
   fail "no Python 3.12 found (Megatron-Bridge requires >=3.12,<3.13); name one with PARAMLAYOUT_PYTHON"
 python_version=$("$python" -c 'import sys; print(sys.version.split()[0])')
 
-for t in "$megatron_lm_tarball" "$megatron_bridge_tarball"; do
-  [ -f "$upstream/$t" ] || fail "$upstream/$t not found (name the folder with PARAMLAYOUT_UPSTREAM)"
-done
-
 key=$(printf '%s\n' "$python_version" "${pins[@]}" "${source_pins[@]}" \
   "$megatron_lm_tarball" "$megatron_bridge_tarball" | sha256sum | cut -c1-16)
 env_dir=$cache/megatron-env-$key
@@ -85,6 +81,9 @@ exec 9>"$cache/megatron-env.lock"
 flock 9 # one preparation at a time; the others wait for it and then reuse it
 
 if [ ! -f "$ready" ]; then
+  for t in "$megatron_lm_tarball" "$megatron_bridge_tarball"; do
+    [ -f "$upstream/$t" ] || fail "$upstream/$t not found (name the folder with PARAMLAYOUT_UPSTREAM)"
+  done
   say "preparing $env_dir (Python $python_version)"
   rm -rf "$env_dir"
   "$python" -m venv "$env_dir"
