@@ -117,14 +117,15 @@ def _judge_line(opts, line, runtime):
             provider = None
             runtime.use_bridge(None)
             if opts.hf_config:
-                provider = runtime.bridge_provider(opts.hf_config)
-                megatron_line = runtime.bridge_line(megatron_line, provider)
+                import bridge_model
+                provider = bridge_model.bridge_provider(opts.hf_config)
+                megatron_line = bridge_model.bridge_line(megatron_line, provider)
             args = runtime.read_arguments(megatron_line, opts.world_size, opts.hf_config)
             reason = runtime.out_of_reach(args)
             if reason:
                 raise runtime.OutOfReach(reason)
             if provider is not None:
-                runtime.use_bridge(runtime.bridge_model_provider(args, provider, line))
+                runtime.use_bridge(bridge_model.bridge_model_provider(args, provider, line))
             if our_rc == 2:
                 total = sum(len(stage.chunks) for stage in runtime.build_job(args))
                 return 1, [f"paramlayout refuses a line Megatron-LM accepts: {our_message}",
