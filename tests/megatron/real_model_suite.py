@@ -33,7 +33,9 @@ def in_environment():
         return False
 
 
-def reexec_in_environment():
+def reexec_in_environment(script=__file__):
+    """Run SCRIPT again, with the same arguments, in tools/megatron-env.sh's python; 77 with
+    the reason where that environment cannot be made."""
     result = subprocess.run([str(ROOT / "tools" / "megatron-env.sh")], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     if result.returncode != 0:
@@ -42,7 +44,7 @@ def reexec_in_environment():
         return 77
     python = result.stdout.strip().splitlines()[-1]
     os.environ["REAL_MODEL_SUITE_CHILD"] = "1"
-    os.execv(python, [python, __file__] + sys.argv[1:])
+    os.execv(python, [python, str(script)] + sys.argv[1:])
 
 
 def write_planted_binary(binary):
