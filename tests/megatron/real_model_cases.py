@@ -85,6 +85,15 @@ KNOWN_DIFFERENCES = [
                           "hybrid_stack_spec"] + DISTOPT, 1),
     # without --spec, hybrid_builders.py refuses a hybrid model; paramlayout job builds it.
     (2, LLAMA + HYBRID + DISTOPT, 1),
+    # Megatron-LM's local layers (no Transformer Engine, no stand-in): job refuses the line.
+    (8, BASE + ["--transformer-impl", "local", "--tensor-model-parallel-size", "2",
+                "--pipeline-model-parallel-size", "2"] + DISTOPT, 1),
+    (4, LLAMA + MOE + ["--transformer-impl", "local", "--expert-model-parallel-size", "2"]
+     + DISTOPT, 1),
+    # MoE experts with biases: Megatron-LM refuses them under expert tensor parallel > 1, and
+    # with TE's grouped GEMM while bias-dropout fusion is on; job builds both.
+    (4, BASE + MOE + ["--tensor-model-parallel-size", "2"] + DISTOPT, 1),
+    (2, BASE + MOE + ["--expert-model-parallel-size", "2"] + DISTOPT, 1),
 ]
 
 
