@@ -72,8 +72,8 @@ def bridge_model_provider(args, provider, line):
 
 def bridge_line(line, provider):
     """The line with the model's sizes Megatron-LM's arguments require (--num-layers,
-    --hidden-size, --num-attention-heads, --vocab-size) from the provider, where absent: they
-    let validate_args run; the model itself comes from the provider."""
+    --hidden-size, --num-attention-heads, --vocab-size, --num-experts, ...) from the provider,
+    where absent: they let validate_args run; the model itself comes from the provider."""
     line = list(line)
     length = getattr(provider, "seq_length", None) or 4096
     sizes = {"--num-layers": provider.num_layers, "--hidden-size": provider.hidden_size,
@@ -88,4 +88,7 @@ def bridge_line(line, provider):
             provider.num_query_groups != provider.num_attention_heads and \
             "--num-query-groups" not in line:
         line += ["--group-query-attention", "--num-query-groups", str(provider.num_query_groups)]
+    experts = getattr(provider, "num_moe_experts", None)
+    if experts and "--num-experts" not in line:
+        line += ["--num-experts", str(experts)]
     return line

@@ -215,17 +215,34 @@ def random_cases(count, seed):
     return [random_case(rng) for _ in range(count)]
 
 
-def config_cases(tp_sizes=(1,)):
-    """Every Hugging Face config in testdata/configs, built by Megatron-Bridge's provider at
-    each tensor-parallel size, bf16 with the distributed optimizer over 8 data-parallel ranks:
-    (world size, line, expected, config). Expected 0, or 3 where Bridge maps no bridge for
-    the architecture (those are judged through their launch-line form)."""
+def _has_experts(config):
+    import json
+    data = json.loads(config.read_text())
+    return any(data.get(k) for k in ("num_experts", "num_local_experts", "n_routed_experts"))
+
+
+def config_cases(splits=("1",)):
+    """Every Hugging Face config in testdata/configs, built by Megatron-Bridge's provider,
+    bf16 with the distributed optimizer over 8 data-parallel ranks, for each split: an integer
+    is a tensor-parallel size, "ppN" N pipeline stages, "epN" N expert-parallel ranks (MoE
+    configs only). (world size, line, expected, config); expected None: 0, or 3 where Bridge
+    maps no bridge for the architecture (those are judged through their launch-line form)."""
     out = []
     for config in sorted(CONFIGS.glob("*.json")):
         if config.name == "published.json":
             continue
-        for tp in tp_sizes:
-            line = ["--bf16", "--use-distributed-optimizer", "--tensor-model-parallel-size",
-                    str(tp)]
-            out.append((8 * tp, line, None, str(config)))
+        for split in splits:
+            line = ["--bf16", "--use-distributed-optimizer"]
+            if split.startswith("pp"):
+                size = int(split[2:])
+                line += ["--pipeline-model-parallel-size", str(size)]
+            elif split.startswith("ep"):
+                if not _has_experts(config):
+                    continue
+                size = int(split[2:])
+                line += ["--expert-model-parallel-size", str(size)]
+            else:
+                size = int(split)
+                line += ["--tensor-model-parallel-size", str(size)]
+            out.append((8 * size, line, None, str(config)))
     return out

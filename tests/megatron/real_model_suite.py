@@ -63,8 +63,8 @@ def main():
     parser.add_argument("--sample", action="store_true")
     parser.add_argument("--random", type=int, default=0)
     parser.add_argument("--configs", default="",
-                        help="tensor-parallel sizes (comma-separated) at which every config in "
-                             "testdata/configs is built by Megatron-Bridge")
+                        help="splits (comma-separated: a tp size, ppN, epN) at which every "
+                             "config in testdata/configs is built by Megatron-Bridge")
     parser.add_argument("--known", action="store_true",
                         help="also the lines on which the two are known to differ")
     parser.add_argument("--seed", default="real-model")
@@ -95,8 +95,8 @@ def main():
         chosen += [(w, line, rc, False, None)
                    for w, line, rc in cases.random_cases(opts.random, opts.seed)]
     if opts.configs:
-        tps = tuple(int(t) for t in opts.configs.split(","))
-        chosen += [(w, line, rc, False, c) for w, line, rc, c in cases.config_cases(tps)]
+        splits = tuple(opts.configs.split(","))
+        chosen += [(w, line, rc, False, c) for w, line, rc, c in cases.config_cases(splits)]
     as_expected = identical = total = 0
     started = time.monotonic()
     planted = write_planted_binary(opts.binary)
