@@ -56,10 +56,11 @@ source_pins=(
 
 find_python() {
   local candidate
-  for candidate in "${PARAMLAYOUT_PYTHON:-}" python3.12 "$HOME"/.pyenv/versions/3.12*/bin/python3.12 \
-    /usr/bin/python3.12 /usr/local/bin/python3.12; do
+  for candidate in "${PARAMLAYOUT_PYTHON:-}" python3.12 \
+    "$HOME"/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3.12 /usr/local/bin/python3.12; do
     [ -n "$candidate" ] || continue
-    if "$candidate" -c 'import sys, venv; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then
+    if "$candidate" -c 'import sys, venv; sys.exit(sys.version_info[:2] != (3, 12))' \
+      2>/dev/null; then
       command -v "$candidate" || echo "$candidate"
       return 0
     fi
@@ -68,7 +69,8 @@ find_python() {
 }
 
 python=$(find_python) ||
-  fail "no Python 3.12 found (Megatron-Bridge requires >=3.12,<3.13); name one with PARAMLAYOUT_PYTHON"
+  fail "no Python 3.12 found (Megatron-Bridge requires >=3.12,<3.13);" \
+    "name one with PARAMLAYOUT_PYTHON"
 python_version=$("$python" -c 'import sys; print(sys.version.split()[0])')
 
 key=$(printf '%s\n' "$python_version" "${pins[@]}" "${source_pins[@]}" \
@@ -82,7 +84,8 @@ flock 9 # one preparation at a time; the others wait for it and then reuse it
 
 if [ ! -f "$ready" ]; then
   for t in "$megatron_lm_tarball" "$megatron_bridge_tarball"; do
-    [ -f "$upstream/$t" ] || fail "$upstream/$t not found (name the folder with PARAMLAYOUT_UPSTREAM)"
+    [ -f "$upstream/$t" ] ||
+      fail "$upstream/$t not found (name the folder with PARAMLAYOUT_UPSTREAM)"
   done
   say "preparing $env_dir (Python $python_version)"
   rm -rf "$env_dir"
@@ -101,7 +104,8 @@ if [ ! -f "$ready" ]; then
   printf '%s\n' "$env_dir/upstream/megatron-lm" "$env_dir/upstream/megatron-bridge/src" \
     >"$site/paramlayout-upstream.pth"
 
-  "$env_dir/bin/python" -c 'import torch, transformers, megatron.core, megatron.training.arguments' >&2 ||
+  "$env_dir/bin/python" -c \
+    'import torch, transformers, megatron.core, megatron.training.arguments' >&2 ||
     fail "the environment in $env_dir does not import Megatron-LM"
   touch "$ready"
   say "ready"

@@ -24,9 +24,9 @@ def bridge_provider(hf_config_path):
     try:
         bridge = AutoBridge.from_hf_config(config)
     except ValueError:
-        raise OutOfReach(f"Megatron-Bridge maps no bridge for {', '.join(config.architectures or [])}"
-                         "; judge it through its launch line (the model's sizes as "
-                         "arguments)") from None
+        names = ", ".join(config.architectures or [data.get("model_type", "?")])
+        raise OutOfReach(f"Megatron-Bridge maps no bridge for {names}; judge it through its "
+                         "launch line (the model's sizes as arguments)") from None
     return bridge.to_megatron_provider(load_weights=False)
 
 

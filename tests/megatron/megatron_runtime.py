@@ -6,10 +6,12 @@ Float16Module and in its own DistributedDataParallel.
 Nothing here re-implements Megatron-LM. What needs a GPU to answer is patched, and only that
 (docs/exactness.md lists each patch with its reason):
 
-- device queries: `torch.cuda.get_device_capability` (and `get_device_properties`) answer 9.0, an H100/H200, the target;
-  `torch.cuda.current_device()` answers the meta device, so every explicit placement
-  (`device=torch.cuda.current_device()`) lands on meta: no memory for weights or buffers;
-- `nn.Module.cuda()` and `Tensor.cuda()` keep a module or tensor where it is; CUDA streams are no-ops;
+- device queries: `torch.cuda.get_device_capability` and `get_device_properties` answer 9.0,
+  an H100/H200, the target; `torch.cuda.current_device()` answers the meta device, so every
+  explicit placement (`device=torch.cuda.current_device()`) lands on meta: no memory for
+  weights or buffers;
+- `nn.Module.cuda()` and `Tensor.cuda()` keep a module or tensor where it is; CUDA streams
+  are no-ops;
 - the CUDA RNG tracker's `fork()` is a no-op context (it saves and restores CUDA RNG state);
 - a tensor made with an explicit CUDA device (`device="cuda"`) is made on meta (a torch
   function mode), for code that names the device instead of asking for it;
