@@ -66,6 +66,12 @@ SAMPLE = [
     # Muon: the layer-wise distributed optimizer's layout
     (8, LLAMA + ["--optimizer", "muon", "--tensor-model-parallel-size", "2"] + DISTOPT, 0),
     (8, LLAMA + MOE + ["--optimizer", "muon", "--expert-model-parallel-size", "2"] + DISTOPT, 0),
+    # learnable softmax offsets (TE's DotProductAttention param), qk layer norms
+    (4, LLAMA + ["--softmax-type", "learnable", "--qk-layernorm",
+                 "--tensor-model-parallel-size", "2"] + DISTOPT, 0),
+    # linear attention (gated delta net, flash-linear-attention's layers) every other layer
+    (4, LLAMA + ["--experimental-attention-variant", "gated_delta_net",
+                 "--linear-attention-freq", "2"] + DISTOPT, 0),
     # refused by both: 4 layers over 3 stages
     (3, BASE + ["--pipeline-model-parallel-size", "3"], 2),
     # out of reach: FSDP

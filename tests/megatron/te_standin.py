@@ -243,7 +243,10 @@ class DotProductAttention(TransformerEngineBaseModule):
         self.tp_size = _tp_size(tp_group, tp_size)  # :409-414
         self.num_attention_heads = num_attention_heads
         self.softmax_type = softmax_type
-        self.softmax_offset = None
+        if softmax_type == "vanilla":  # :482-483
+            self.softmax_offset = None
+        if softmax_type == "off-by-one":  # :484-487: a tensor, not a param
+            self.softmax_offset = torch.zeros(num_attention_heads // self.tp_size, device=_META)
         if softmax_type == "learnable":
             self.register_parameter("softmax_offset", torch.nn.Parameter(
                 torch.zeros(num_attention_heads // self.tp_size, device=_META)))
