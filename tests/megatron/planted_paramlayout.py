@@ -1,0 +1,28 @@
+#!/usr/bin/env python3
+"""paramlayout with planted differences, for checking that the real-model judge sees them:
+runs the real binary (first argument), then, in the `job -o DIR` output, makes the first
+param of the first manifest float32 and moves the first param of the last layout's first
+buffer to the next param index. The judge must report both and exit 1."""
+import glob
+import json
+import subprocess
+import sys
+
+
+def main():
+    binary, args = sys.argv[1], sys.argv[2:]
+    rc = subprocess.run([binary] + args).returncode
+    out = args[args.index("-o") + 1]
+    manifest = sorted(glob.glob(f"{out}/stage*.manifest.json"))[0]
+    data = json.load(open(manifest))
+    data["params"][0]["dtype"] = "float32"
+    json.dump(data, open(manifest, "w"))
+    layout = sorted(glob.glob(f"{out}/stage*.layout.json"))[-1]
+    data = json.load(open(layout))
+    data["buffers"][0]["params"][0]["index"] += 1
+    json.dump(data, open(layout, "w"))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Megatron-LM's own code as the judge of `paramlayout job`, chunk by chunk.
+
+    real_model.py --binary BIN --world-size N [--hf-config C] -- ARGS...
+
+Megatron-LM reads the launch line ARGS itself (parse_args, validate_args), builds every
+pipeline stage's virtual chunks with training.get_model (the builders of model_provider.py,
+gpt_builders.py, hybrid_builders.py; Float16Module; one DistributedDataParallel per chunk with
+its bucketing) on the meta device over torch's fake process group, and the judge compares
+each chunk with `paramlayout job`'s manifest and layout for the same line: the trainable
+params (order, names, shapes, dtypes, expert-parallel, shared-embedding and the other
+attributes DDP reads), DDP's buffers (keys, sizes, buckets, every param's range and index),
+the distributed optimizer's shard of every bucket for each data-parallel rank (Muon: the
+layer-wise optimizer's assignment of params to shards), and then DDP once more with
+`full_param_layout=` from paramlayout's `job_param_layout`: Megatron-LM must accept it and
+build the same buffers. With --hf-config the model comes from Megatron-Bridge's bridge for
+the config's architecture (its provider, then its own provide()).
+
+Prints each difference (chunk, param, field, Megatron-LM's value, paramlayout's), then
+`real-model: P/T chunks identical` last. Exit 0: all identical; 1: any differ (or one side
+refuses a line the other accepts); 2: both refuse the line; 3: the line is out of the judge's
+reach (the reason is printed). docs/exactness.md says what runs and what is stood in.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent.parent / "python"))
+
+# Arguments Megatron-LM requires to start but that build nothing: added to the line, for both
+# sides, only when the line does not give them.
+RUN_DEFAULTS = (("--micro-batch-size", "1"),)
+
+
+def complete_line(args, hf_config=None):
+    """ARGS with RUN_DEFAULTS where absent and --seq-length from --max-position-embeddings
+    (with a config, Megatron-LM's line gets the model's sequence length instead)."""
+    line = list(args)
+    for flag, value in RUN_DEFAULTS:
+        if flag not in line:
+            line += [flag, value]
+    if "--seq-length" not in line and "--encoder-seq-length" not in line and not hf_config:
+        length = "4096"
+        if "--max-position-embeddings" in line:
+            length = line[line.index("--max-position-embeddings") + 1]
+        line += ["--seq-length", length]
+    return line
+
+
+def run_paramlayout(binary, world_size, hf_config, line, out_dir):
+    command = [binary, "job", "--world-size", str(world_size), "-q", "-o", out_dir]
+    if hf_config:
+        command += ["--hf-config", hf_config]
+    result = subprocess.run(command + ["--"] + line, capture_output=True, text=True)
+    return result.returncode, (result.stderr or result.stdout).strip()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--binary", required=True, help="the paramlayout program")
+    parser.add_argument("--world-size", type=int, required=True)
+    parser.add_argument("--hf-config", help="a Hugging Face config.json (Megatron-Bridge builds)")
+    parser.add_argument("--max-ranks", type=int, default=None,
+                        help="check the shard ranges of at most this many dp ranks per buffer")
+    parser.add_argument("line", nargs=argparse.REMAINDER)
+    opts = parser.parse_args()
+    line = opts.line[1:] if opts.line[:1] == ["--"] else opts.line
+    line = complete_line(line, opts.hf_config)
+
+    import contextlib
+
+    import megatron_runtime as runtime
+
+    # Megatron-LM prints its progress on stdout: to stderr with it, so that stdout holds the
+    # differences and the count only.
+    with contextlib.redirect_stdout(sys.stderr):
+        outcome = judge_line(opts, line, runtime)
+    for text in outcome[1]:
+        print(text)
+    return outcome[0]
+
+
+def judge_line(opts, line, runtime):
+    """(exit code, the lines to print: the differences, then the count). The process's
+    environment variables are restored afterwards (upstream code sets some)."""
+    saved = dict(os.environ)
+    try:
+        return _judge_line(opts, line, runtime)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _judge_line(opts, line, runtime):
+    runtime.put_upstream_on_path()
+    runtime.patch_gpu_queries()
+    megatron_line = runtime.megatron_line(line)
+
+    def count(identical, total):
+        return f"real-model: {identical}/{total} chunks identical"
+
+    reason = runtime.line_out_of_reach(line)
+    if reason:
+        return 3, [f"out of the judge's reach: {reason}", count(0, 0)]
+    with tempfile.TemporaryDirectory(prefix="real-model-") as tmp:
+        our_rc, our_message = run_paramlayout(opts.binary, opts.world_size, opts.hf_config, line,
+                                              tmp)
+        if our_rc not in (0, 2):
+            return 1, [f"paramlayout: exit {our_rc}: {our_message}", count(0, 0)]
+        try:
+            provider = None
+            runtime.use_bridge(None)
+            if opts.hf_config:
+                import bridge_model
+                provider = bridge_model.bridge_provider(opts.hf_config)
+                megatron_line = bridge_model.bridge_line(megatron_line, provider)
+            args = runtime.read_arguments(megatron_line, opts.world_size, opts.hf_config)
+            reason = runtime.out_of_reach(args)
+            if reason:
+                raise runtime.OutOfReach(reason)
+            if provider is not None:
+                runtime.use_bridge(bridge_model.bridge_model_provider(args, provider, line))
+            if our_rc == 2:
+                total = sum(len(stage.chunks) for stage in runtime.build_job(args))
+                return 1, [f"paramlayout refuses a line Megatron-LM accepts: {our_message}",
+                           count(0, total)]
+            diffs, identical, total = judge(runtime.build_job(args), Path(tmp), opts)
+        except runtime.ArgumentsRefused as e:
+            if our_rc == 2:
+                return 2, [f"both refuse the line: Megatron-LM: {e}; paramlayout: {our_message}",
+                           count(0, 0)]
+            return 1, [f"Megatron-LM refuses the line ({e}); paramlayout accepts it", count(0, 0)]
+        except runtime.OutOfReach as e:
+            return 3, [f"out of the judge's reach: {e}", count(0, 0)]
+    return (0 if identical == total and not diffs else 1), diffs + [count(identical, total)]
+
+
+def judge(built, out_dir, opts):
+    import real_model_compare as compare
+    from paramlayout.megatron import job_param_layout
+
+    job = json.loads((out_dir / "job.json").read_text())
+    files = {(c["stage"], c["chunk"]): c for c in job["chunks"]}
+    diffs, identical, total, seen = [], 0, 0, set()
+    for stage in built:
+        for c, ddp in enumerate(stage.chunks):
+            total += 1
+            seen.add((stage.stage, c))
+            where = f"stage {stage.stage} chunk {c}"
+            entry = files.get((stage.stage, c))
+            if entry is None:
+                diffs.append(f"{where}: chunk: Megatron-LM present, paramlayout absent")
+                continue
+            manifest = json.loads((out_dir / entry["manifest"]).read_text())
+            layout = json.loads((out_dir / entry["layout"]).read_text())
+            module = stage.inner(c)
+            names = {id(p): n for n, p in module.named_parameters()}
+            found = compare.compare_params(module, manifest)
+            found += compare.compare_buffers(ddp, names, layout)
+            found += compare.compare_shards(ddp, names, layout, opts.max_ranks)
+            try:
+                full = job_param_layout(str(out_dir / "job.json"), module, pp_rank=stage.stage,
+                                        vp_stage=c)
+                again = stage.rewrap(c, full)
+                found += [(f"full_param_layout: {w}", f, m, o)
+                          for (w, f, m, o) in compare.compare_buffers(again, names, layout)]
+            except Exception as e:  # Megatron-LM (or the package) refusing our layout
+                found.append(f"full_param_layout: Megatron-LM's DDP refuses paramlayout's layout: "
+                             f"{type(e).__name__}: {e}")
+            for item in found:
+                if isinstance(item, str):
+                    diffs.append(f"{where}: {item}")
+                else:
+                    what, field, mine, yours = item
+                    diffs.append(f"{where}: {what}: {field}: Megatron-LM {mine}, "
+                                 f"paramlayout {yours}")
+            identical += not found
+    for key in sorted(files.keys() - seen):
+        diffs.append(f"stage {key[0]} chunk {key[1]}: chunk: Megatron-LM absent, "
+                     "paramlayout present")
+    return diffs, identical, total
+
+
+if __name__ == "__main__":
+    sys.exit(main())
