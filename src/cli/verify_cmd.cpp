@@ -155,8 +155,10 @@ Result<ExitCode> run_verify(const VerifyCommand& command) {
       load_layout_with_manifest(command.layout, command.manifest, command.max_input);
   if (std::optional<std::string> failure = group->first_failure(
           inputs ? std::nullopt : std::optional<std::string>(inputs.error().message))) {
-    if (!speaks) return kExitBadInput;  // rank 0 reports it
-    return Error{*failure};
+    // Rank 0 reports it here, while the processes are still joined: once the group is
+    // finalized, a peer's exit may end this process before main could print an Error.
+    if (speaks) print_error(Error{*failure});
+    return kExitBadInput;
   }
   const Manifest& manifest = inputs->manifest;
   const Layout& layout = inputs->layout;
@@ -172,8 +174,8 @@ Result<ExitCode> run_verify(const VerifyCommand& command) {
   if (!command.quiet && speaks) options.progress = progress_printer();
   Result<VerifyReport> report = verify_layout(layout, manifest, options);
   if (!report) {
-    if (!speaks) return kExitBadInput;  // rank 0 reports it
-    return report.error();
+    if (speaks) print_error(report.error());  // as above: before the group is finalized
+    return kExitBadInput;
   }
   if (!speaks) return report->ok() ? kExitOk : kExitWrong;
   for (const std::string& note : report->notes) fmt::print(stderr, "paramlayout: note: {}\n", note);
