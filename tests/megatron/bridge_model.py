@@ -72,9 +72,10 @@ def bridge_model_provider(args, provider, line):
 
 
 def bridge_line(line, provider):
-    """The line with the model's sizes Megatron-LM's arguments require (--num-layers,
-    --hidden-size, --num-attention-heads, --vocab-size, --num-experts, ...) from the provider,
-    where absent: they let validate_args run; the model itself comes from the provider."""
+    """The line with what Megatron-LM's arguments require of the model (--num-layers,
+    --hidden-size, --num-attention-heads, --vocab-size, --num-experts, --disable-bias-linear)
+    from the provider, where absent: they let validate_args run; the model itself comes from
+    the provider."""
     line = list(line)
     length = getattr(provider, "seq_length", None) or 4096
     sizes = {"--num-layers": provider.num_layers, "--hidden-size": provider.hidden_size,
@@ -92,4 +93,6 @@ def bridge_line(line, provider):
     experts = getattr(provider, "num_moe_experts", None)
     if experts and "--num-experts" not in line:
         line += ["--num-experts", str(experts)]
+    if not getattr(provider, "add_bias_linear", True) and "--disable-bias-linear" not in line:
+        line.append("--disable-bias-linear")
     return line

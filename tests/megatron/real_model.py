@@ -125,7 +125,11 @@ def _judge_line(opts, line, runtime):
             if reason:
                 raise runtime.OutOfReach(reason)
             if provider is not None:
-                runtime.use_bridge(bridge_model.bridge_model_provider(args, provider, line))
+                try:
+                    build = bridge_model.bridge_model_provider(args, provider, line)
+                except (AssertionError, ValueError) as e:
+                    raise runtime.ArgumentsRefused(f"{type(e).__name__}: {e}") from None
+                runtime.use_bridge(build)
             if our_rc == 2:
                 total = sum(len(stage.chunks) for stage in runtime.build_job(args))
                 return 1, [f"paramlayout refuses a line Megatron-LM accepts: {our_message}",
