@@ -9,7 +9,8 @@ start-up:
     model_chunk = DistributedDataParallel(config, ddp_config, model_chunk,
                                           full_param_layout=layout)
 
-Every param is matched by name with the chunk's trainable params, and names, sizes, dtypes
+Every param is matched by name with the chunk's trainable params (the model's own names:
+the chunk may be passed bare or inside its Float16Module), and names, sizes, dtypes
 and the recorded options are checked first: any mismatch raises LayoutMismatch listing them.
 
 For a whole job (`paramlayout job -o DIR`), each rank loads its own chunk's layout:
@@ -44,6 +45,16 @@ def _storage_dtype(param):
     return param.dtype
 
 
+def _trainable_params(model_chunk):
+    """The chunk's trainable params by the names the layout gives them: those of the model
+    itself, without the `module.` prefixes its wrappers add (Float16Module, as DDP receives
+    the chunk in training, and DistributedDataParallel each hold the model as `.module`)."""
+    named = [(name, p) for name, p in model_chunk.named_parameters() if p.requires_grad]
+    while named and all(name.startswith("module.") for name, _ in named):
+        named = [(name[len("module."):], p) for name, p in named]
+    return dict(named)
+
+
 def full_param_layout(layout_path, model_chunk, expect=None, classes=None):
     """The FullParamLayout of `model_chunk` that `layout_path` describes.
 
@@ -62,7 +73,7 @@ def full_param_layout(layout_path, model_chunk, expect=None, classes=None):
         if recorded != value:
             problems.append(f"options.{key}: the layout was planned with {recorded!r}, "
                             f"the job uses {value!r}")
-    trainable = {name: p for name, p in model_chunk.named_parameters() if p.requires_grad}
+    trainable = _trainable_params(model_chunk)
     placed = set()
     full = FullParamLayout()
     for i, b in enumerate(layout["buffers"]):

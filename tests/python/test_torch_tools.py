@@ -164,6 +164,21 @@ class MegatronLayout(unittest.TestCase):
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         self.assertEqual(placed, len(trainable))
 
+    def test_a_wrapped_chunk_is_matched_by_the_model_s_names(self):
+        # Training hands DDP the chunk inside Float16Module, which holds it as `.module`.
+        class Wrapper(torch.nn.Module):
+            def __init__(self, module):
+                super().__init__()
+                self.module = module
+
+        bare = paramlayout_megatron.full_param_layout(self.layout_path, self.model,
+                                                      classes=classes())
+        wrapped = paramlayout_megatron.full_param_layout(
+            self.layout_path, Wrapper(Wrapper(self.model)), classes=classes())
+        for key, per in bare.layouts.items():
+            self.assertEqual(wrapped.layouts[key].param_index_map, per.param_index_map)
+        self.assertEqual(len(wrapped.layouts), len(self.layout["buffers"]))
+
     def test_mismatches_are_listed(self):
         self.model.layers[1].qkv.weight = torch.nn.Parameter(torch.zeros(8, 64, dtype=torch.bfloat16))
         self.model.extra = torch.nn.Parameter(torch.zeros(3))
