@@ -11,6 +11,7 @@
 #include "paramlayout/layout.hpp"
 #include "paramlayout/manifest.hpp"
 #include "paramlayout/model.hpp"
+#include "paramlayout/optimizer_state.hpp"
 #include "paramlayout/pipeline.hpp"
 #include "paramlayout/stats.hpp"
 
@@ -30,6 +31,7 @@ struct JobSpec {
   DType param_dtype = DType::float32;
   bool grad_reduce_in_fp32 = false;
   Strategy strategy = Strategy::unpadded;
+  OptimizerOptions optimizer;  ///< what decides the optimizer state's bytes per element
   Packer packer = Packer::megatron;
   bool pad_for_high_nccl_busbw = false;
   /// Bucketing: none without --overlap-grad-reduce; else --ddp-bucket-size, or the rank's

@@ -117,7 +117,7 @@ class BadJobs(unittest.TestCase):
         (["--world-size", "1", "--", "--num-layers", "2", "--hidden-size", "8",
           "--num-attention-heads", "2", "--vocab-size", "10", "--max-position-embeddings", "8",
           "--use-megatron-fsdp"],
-         "--use-megatron-fsdp: FSDP lays out params differently"),
+         "--use-megatron-fsdp: Megatron-FSDP lays out its own buffers"),
         (["--world-size", "16", "--hf-config", "CONFIG", "--", "--pipeline-model-parallel-size",
           "16", "--pipeline-model-parallel-layout", "Et*3|(tt|)*29m|L"],
          "--pipeline-model-parallel-layout: the layout holds 1 multi-token prediction layers"),

@@ -91,12 +91,16 @@ TEST_SUITE("job") {
     CHECK(j.parallel.tp == 4);  // the last occurrence wins
     CHECK(j.dp == 2);
     CHECK(j.ignored_arguments == Args{"--lr 1e-4", "--data-path a b"});
-    CHECK(job_error(Args{"stray"} + small_model(), 1).find("'stray' is not an argument") !=
-          std::string::npos);
+    CHECK(job_error(Args{"stray"} + small_model(), 1).find("'stray' (a value no argument "
+                                                           "takes)") != std::string::npos);
     CHECK(job_error(small_model() + Args{"--bf16", "yes"}, 1) ==
-          "--bf16: takes no value, got 'yes'");
+          "Megatron-LM's argument parser does not know this argument: 'yes' (a value no "
+          "argument takes: --bf16 takes none)");
     CHECK(job_error(small_model() + Args{"--tensor-model-parallel-size", "two"}, 2) ==
-          "--tensor-model-parallel-size: expected an integer in [1, 1048576], got 'two'");
+          "--tensor-model-parallel-size: invalid int value: 'two' (Megatron-LM's argument "
+          "parser refuses it)");
+    CHECK(job_error(small_model() + Args{"--tensor-model-parallel-size", "0"}, 2) ==
+          "--tensor-model-parallel-size: expected an integer in [1, 1048576], got '0'");
   }
 
   TEST_CASE("Megatron-LM's defaults: learned positions, LayerNorm, biases, tied embeddings") {
@@ -162,7 +166,8 @@ TEST_SUITE("job") {
     CHECK(job_error(small_model() + Args{"--transformer-impl", "local"}, 1).find(
               "names params differently") != std::string::npos);
     CHECK(job_error(small_model() + Args{"--use-torch-fsdp2"}, 1) ==
-          "--use-torch-fsdp2: FSDP lays out params differently");
+          "--use-torch-fsdp2: PyTorch FSDP2 shards params itself, not in "
+          "DistributedDataParallel's buffers");
     CHECK(job_error({"--num-layers", "2", "--hidden-size", "8", "--num-attention-heads", "2",
                      "--max-position-embeddings", "8"},
                     1)

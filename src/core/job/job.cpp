@@ -20,6 +20,27 @@ std::string manifest_source(const ChunkPlacement& p) {
   return fmt::format("stage{}.chunk{}.manifest.json", p.stage, p.chunk);
 }
 
+/// Charges each buffer's optimizer state at what `optimizer` allocates per owned element
+/// (the whole buffer without sharding, its shard with it); false when a figure does not fit.
+bool charge_optimizer_state(const Layout& layout, const OptimizerOptions& optimizer,
+                            LayoutStats& stats) {
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < layout.buffers.size(); ++i) {
+    const BufferLayout& b = layout.buffers[i];
+    const std::int64_t owned =
+        b.strategy == Strategy::unpadded ? b.numel : b.numel / b.num_shards.value_or(1);
+    const OptimizerStateBytes per_element = optimizer_state_bytes(
+        optimizer, b.key.param_dtype, b.key.grad_dtype, b.key.layerwise);
+    const std::optional<std::int64_t> bytes = checked_mul(owned, per_element.total());
+    const std::optional<std::int64_t> sum = bytes ? checked_add(total, *bytes) : std::nullopt;
+    if (!sum) return false;
+    stats.buffers[i].optimizer_bytes_per_rank = *bytes;
+    total = *sum;
+  }
+  stats.optimizer_bytes = total;
+  return checked_add(stats.param_bytes + stats.grad_bytes, total).has_value();
+}
+
 }  // namespace
 
 std::int64_t JobSpec::dense_shards() const { return dp * parallel.cp / optimizer_instances; }
@@ -84,6 +105,10 @@ Result<JobPlan> plan_job(const JobSpec& job) {
     if (!layout) return layout.error();
     Result<LayoutStats> stats = layout_stats(*layout, *manifest);
     if (!stats) return stats.error();
+    if (!charge_optimizer_state(*layout, job.optimizer, *stats)) {
+      return Error{fmt::format("stage {} chunk {}: its optimizer state per rank is too large",
+                               c.placement.stage, c.placement.chunk)};
+    }
     c.stats = std::move(*stats);
     c.manifest = std::move(*manifest);
     c.layout = std::move(*layout);
