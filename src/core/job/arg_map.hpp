@@ -47,6 +47,9 @@ class ArgMap {
   bool failed() const { return error_.has_value(); }
   const Error &error() const { return *error_; }
 
+  /// The ModelOpt arguments given (ArgumentInfo::modelopt), in launch-line order.
+  std::vector<std::string> modelopt_arguments() const;
+
   /// "--name value" for each argument nobody read, in launch-line order.
   std::vector<std::string> unread() const;
 

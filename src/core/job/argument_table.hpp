@@ -34,6 +34,9 @@ struct ArgumentInfo {
   std::string_view choices;        ///< '|'-separated values accepted; empty: any
   std::string_view default_value;  ///< Python's repr
   int exclusive_group = 0;         ///< a mutually exclusive group's number, 0 for none
+  /// Added by ModelOpt (post_training/arguments.py): Megatron-LM's pretrain scripts know it
+  /// only with nvidia-modelopt installed.
+  bool modelopt = false;
 
   ArgAction action() const;
   /// The fewest and most values it takes (most: nullopt for no limit).

@@ -300,20 +300,24 @@ void reject_unmodelled(ArgMap& a) {
     }
   }
   const std::pair<std::string_view, std::string_view> kUnmodelled[] = {
-      {"--heterogeneous-layers-config-path", "give the model's config.json with --hf-config"},
-      {"--yaml-cfg", "pass the arguments themselves"},
-      {"--fp8-param-gather", "fp8 param storage is not modelled"},
-      {"--fp4-param-gather", "fp4 param storage is not modelled"},
       {"--use-torch-fsdp2", "PyTorch FSDP2 shards params itself, not in "
                             "DistributedDataParallel's buffers"},
       {"--use-megatron-fsdp", "Megatron-FSDP lays out its own buffers, not "
                               "DistributedDataParallel's"},
+      {"--heterogeneous-layers-config-path", "give the model's config.json with --hf-config"},
+      {"--yaml-cfg", "pass the arguments themselves"},
+      {"--fp8-param-gather", "fp8 param storage is not modelled"},
+      {"--fp4-param-gather", "fp4 param storage is not modelled"},
       {"--moe-latent-size", "MoE latent projections are not modelled"},
       {"--enable-mhc-connections", "hyper-connections are not modelled"},
       {"--freeze-all-layers", "leaves no trainable params"},
   };
   for (const auto& [name, why] : kUnmodelled) {
     if (a.has(name)) a.fail(name, why);
+  }
+  if (a.flag("--modelopt-enabled")) {
+    a.fail("--modelopt-enabled", "builds the model with ModelOpt's builder "
+                                 "(model_provider.py:55), which paramlayout does not model");
   }
 }
 
@@ -347,6 +351,11 @@ Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
   if (!a.failed()) read_optimizer(a, job);
   if (a.failed()) return a.error();
   job.ignored_arguments = a.unread();
+  if (const std::vector<std::string> modelopt = a.modelopt_arguments(); !modelopt.empty()) {
+    job.notes.push_back(fmt::format("{} are ModelOpt's arguments: Megatron-LM's pretrain "
+                                    "scripts accept them only with nvidia-modelopt installed",
+                                    fmt::join(modelopt, ", ")));
+  }
   return job;
 }
 
