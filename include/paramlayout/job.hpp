@@ -11,11 +11,21 @@
 #include "paramlayout/layout.hpp"
 #include "paramlayout/manifest.hpp"
 #include "paramlayout/model.hpp"
+#include "paramlayout/model_chunk.hpp"
 #include "paramlayout/optimizer_state.hpp"
 #include "paramlayout/pipeline.hpp"
 #include "paramlayout/stats.hpp"
 
 namespace paramlayout {
+
+/// Which params Megatron-LM builds as quantized tensors (--fp8-param-gather): the weights of
+/// Transformer Engine's linear modules in the layers built under fp8_model_init.
+struct QuantizedParams {
+  Storage storage = Storage::dense;  ///< dense: none
+  /// --first-last-layers-bf16: this many of the first and last decoder layers stay bf16.
+  std::int64_t bf16_first_layers = 0;
+  std::int64_t bf16_last_layers = 0;
+};
 
 /// What decides a job's layouts, with Megatron-LM's derived values.
 struct JobSpec {
@@ -32,6 +42,7 @@ struct JobSpec {
   bool grad_reduce_in_fp32 = false;
   Strategy strategy = Strategy::unpadded;
   OptimizerOptions optimizer;  ///< what decides the optimizer state's bytes per element
+  QuantizedParams quantized;   ///< fp8 param storage
   Packer packer = Packer::megatron;
   bool pad_for_high_nccl_busbw = false;
   /// Bucketing: none without --overlap-grad-reduce; else --ddp-bucket-size, or the rank's
@@ -69,6 +80,11 @@ struct JobPlan {
 /// of the first pipeline stage is bucketed; `stage_params` is that stage's param count.
 std::optional<std::int64_t> job_bucket_size(const JobSpec& job, const ChunkPlacement& chunk,
                                             std::int64_t stage_params);
+
+/// Marks the params of `chunk` (placed at `placement`) that Megatron-LM and Transformer
+/// Engine build as quantized tensors under `quantized`.
+void mark_quantized_params(ModelChunk& chunk, const ChunkPlacement& placement,
+                           const QuantizedParams& quantized, std::int64_t num_layers);
 
 /// Builds and plans every chunk. Fails when the model cannot be split as asked.
 Result<JobPlan> plan_job(const JobSpec& job);

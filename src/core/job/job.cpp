@@ -76,7 +76,8 @@ Result<JobPlan> plan_job(const JobSpec& job) {
     ParallelConfig parallel = job.parallel;
     parallel.stage = placement.stage;
     parallel.chunk = placement.chunk;
-    const ModelChunk chunk = build_chunk(job.model, split, placement);
+    ModelChunk chunk = build_chunk(job.model, split, placement);
+    mark_quantized_params(chunk, placement, job.quantized, job.model.num_layers());
     JobChunk& c = out.chunks.emplace_back();
     c.placement = placement;
     c.manifest_json =

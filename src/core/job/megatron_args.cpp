@@ -10,6 +10,7 @@
 
 #include "arg_map.hpp"
 #include "model_args.hpp"
+#include "quantized_params.hpp"
 
 namespace paramlayout {
 namespace {
@@ -306,8 +307,6 @@ void reject_unmodelled(ArgMap& a) {
                               "DistributedDataParallel's"},
       {"--heterogeneous-layers-config-path", "give the model's config.json with --hf-config"},
       {"--yaml-cfg", "pass the arguments themselves"},
-      {"--fp8-param-gather", "fp8 param storage is not modelled"},
-      {"--fp4-param-gather", "fp4 param storage is not modelled"},
       {"--moe-latent-size", "MoE latent projections are not modelled"},
       {"--enable-mhc-connections", "hyper-connections are not modelled"},
       {"--freeze-all-layers", "leaves no trainable params"},
@@ -349,6 +348,7 @@ Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
   if (!a.failed()) read_pipeline(a, job);
   job.pipeline.hybrid_stage_layers = hybrid_stages;
   if (!a.failed()) read_optimizer(a, job);
+  if (!a.failed()) job::read_quantized_params(a, job);
   if (a.failed()) return a.error();
   job.ignored_arguments = a.unread();
   if (const std::vector<std::string> modelopt = a.modelopt_arguments(); !modelopt.empty()) {

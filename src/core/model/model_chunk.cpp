@@ -179,6 +179,7 @@ std::string chunk_manifest_json(const ModelChunk& chunk, std::string_view model,
     if (p.embedding_or_output) w.raw(", \"embedding_or_output\": true");
     if (p.shared_embedding) w.raw(", \"shared_embedding\": true");
     if (!p.use_muon) w.raw(", \"use_muon\": false");
+    if (p.storage != Storage::dense) w.raw(", \"storage\": ").quoted(to_string(p.storage));
     w.raw("}");
     sep = ",\n  ";
   }
