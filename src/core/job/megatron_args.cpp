@@ -280,14 +280,46 @@ void read_optimizer(ArgMap& a, JobSpec& job) {
   }
 }
 
+/// --transformer-impl: transformer_engine (the default), or local for the GPT models
+/// paramlayout builds with Megatron-Core's own modules; the rest are refused.
+void read_transformer_impl(ArgMap& a, ModelSpec& m) {
+  const std::string impl = a.string("--transformer-impl").value_or("transformer_engine");
+  if (impl == "transformer_engine") return;
+  if (impl != "local") {
+    a.fail("--transformer-impl", fmt::format("'{}' builds modules paramlayout does not model "
+                                             "(it models transformer_engine and local)",
+                                             impl));
+    return;
+  }
+  const std::pair<bool, std::string_view> kUnmodelled[] = {
+      {m.hybrid || m.uses(Mixer::mamba) || m.uses(Mixer::gated_delta_net),
+       "hybrid, Mamba and linear-attention layers"},
+      {m.mla.has_value(), "multi-latent attention"},
+      {m.mtp_num_layers > 0, "multi-token prediction layers"},
+      {m.softmax_offset, "learnable softmax offsets"},
+      {m.post_linear_norms || m.uses(Mixer::linear) || m.uses(Mlp::linear),
+       "this model's heterogeneous layers"},
+      {m.moe.latent_size > 0 || m.moe.shared_expert_size > 0, "latent or shared experts"},
+  };
+  for (const auto& [used, what] : kUnmodelled) {
+    if (used) {
+      a.fail("--transformer-impl", fmt::format("local with {} is not modelled (paramlayout "
+                                               "models local GPT layers: attention, dense and "
+                                               "routed-expert MLPs)",
+                                               what));
+      return;
+    }
+  }
+  if (a.has("--fp8-param-gather")) {
+    a.fail("--fp8-param-gather", "needs Transformer Engine's modules, not --transformer-impl "
+                                 "local");
+    return;
+  }
+  m.local_spec = true;
+}
+
 /// Arguments that change the params or their layout in ways paramlayout does not model.
 void reject_unmodelled(ArgMap& a) {
-  if (std::optional<std::string> impl = a.string("--transformer-impl");
-      impl && *impl != "transformer_engine") {
-    a.fail("--transformer-impl", fmt::format("'{}' names params differently; paramlayout "
-                                             "models the Transformer Engine layer spec",
-                                             *impl));
-  }
   // --spec MODULE NAME (nargs '*'): the hybrid and Mamba stack specs are the ones
   // pretrain_mamba.py and pretrain_hybrid.py build; any other spec is the user's own.
   if (std::optional<std::vector<std::string>> spec = a.values("--spec"); spec && !spec->empty()) {
@@ -340,6 +372,7 @@ Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
     job.model = job::read_model_args(a, hybrid_stages, files, job.notes);
   }
   job::read_build_args(a, job.model, job.notes);
+  read_transformer_impl(a, job.model);
   if (a.failed()) return a.error();
   if (std::optional<std::string> problem = model_problem(job.model)) {
     return Error{"the model: " + *problem};
