@@ -11,10 +11,21 @@
 #include "paramlayout/layout.hpp"
 #include "paramlayout/manifest.hpp"
 #include "paramlayout/model.hpp"
+#include "paramlayout/model_chunk.hpp"
+#include "paramlayout/optimizer_state.hpp"
 #include "paramlayout/pipeline.hpp"
 #include "paramlayout/stats.hpp"
 
 namespace paramlayout {
+
+/// Which params Megatron-LM builds as quantized tensors (--fp8-param-gather): the weights of
+/// Transformer Engine's linear modules in the layers built under fp8_model_init.
+struct QuantizedParams {
+  Storage storage = Storage::dense;  ///< dense: none
+  /// --first-last-layers-bf16: this many of the first and last decoder layers stay bf16.
+  std::int64_t bf16_first_layers = 0;
+  std::int64_t bf16_last_layers = 0;
+};
 
 /// What decides a job's layouts, with Megatron-LM's derived values.
 struct JobSpec {
@@ -30,6 +41,8 @@ struct JobSpec {
   DType param_dtype = DType::float32;
   bool grad_reduce_in_fp32 = false;
   Strategy strategy = Strategy::unpadded;
+  OptimizerOptions optimizer;  ///< what decides the optimizer state's bytes per element
+  QuantizedParams quantized;   ///< fp8 param storage
   Packer packer = Packer::megatron;
   bool pad_for_high_nccl_busbw = false;
   /// Bucketing: none without --overlap-grad-reduce; else --ddp-bucket-size, or the rank's
@@ -77,8 +90,14 @@ PlanOptions job_plan_options(const JobSpec& job, const ChunkPlacement& chunk,
 /// its manifest in messages.
 std::string chunk_file_stem(const ChunkPlacement& chunk);
 
-/// Builds every chunk's manifest, then plans each by plan_chunk, as `plan` does. Fails when
-/// the model cannot be split as asked.
+/// Marks the params of `chunk` (placed at `placement`) that Megatron-LM and Transformer
+/// Engine build as quantized tensors under `quantized`.
+void mark_quantized_params(ModelChunk& chunk, const ChunkPlacement& placement,
+                           const QuantizedParams& quantized, std::int64_t num_layers);
+
+/// Builds every chunk's manifest, then plans each by plan_chunk, as `plan` does, and charges
+/// each buffer's optimizer state as the job's optimizer allocates it. Fails when the model
+/// cannot be split as asked.
 Result<JobPlan> plan_job(const JobSpec& job);
 
 /// Bytes per rank of one pipeline stage: its chunks' params, grads and optimizer state;

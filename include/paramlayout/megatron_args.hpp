@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,12 +16,18 @@
 
 namespace paramlayout {
 
+/// The text of a file the launch line names (a tokenizer's vocabulary or model), or nullopt
+/// when it is not there to read.
+using FileReader = std::function<std::optional<std::string>(const std::string& path)>;
+
 /// Reads `args` as a launch script passes them to pretrain_gpt.py (or pretrain_mamba.py) on
 /// `world_size` ranks. With `hf`, the model's shapes come from its config and model
 /// arguments in `args` must agree with it. Arguments that do not change the layout are
 /// listed in JobSpec::ignored_arguments; ones that change it in ways paramlayout does not
-/// model are errors that say so.
+/// model are errors that say so. Tokenizer files the line names are read with `files` (none
+/// without it).
 Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
-                                       std::int64_t world_size, const HfModel* hf);
+                                       std::int64_t world_size, const HfModel* hf,
+                                       const FileReader& files = {});
 
 }  // namespace paramlayout

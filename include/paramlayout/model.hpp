@@ -113,6 +113,10 @@ struct ModelSpec {
   bool post_linear_norms = false;
   bool add_bias_linear = true;   ///< biases on linear_proj, linear_qkv, the MLPs, the router
   bool add_qkv_bias = false;     ///< a bias on linear_qkv alone
+  /// --transformer-impl local: Megatron-Core's own modules (gpt_layer_specs.py:359-464):
+  /// the layer norms are modules of their own (input_layernorm, pre_mlp_layernorm), not fused
+  /// into linear_qkv / linear_fc1, and experts are always a SequentialMLP.
+  bool local_spec = false;
   bool softmax_offset = false;   ///< learned attention sinks: core_attention.softmax_offset
   bool attention_output_gate = false;  ///< linear_qkv also computes a gate per head
   std::optional<MlaSpec> mla;    ///< multi-latent attention

@@ -38,6 +38,7 @@ struct ChunkParam {
   bool embedding_or_output = false;
   bool shared_embedding = false;
   bool use_muon = true;  ///< false: never managed by Muon (Mamba's in_proj)
+  Storage storage = Storage::dense;  ///< quantized (fp8) storage of a TE linear's weight
   /// The product of the shape; INT64_MAX when it does not fit in 64 bits.
   std::int64_t numel() const;
 };

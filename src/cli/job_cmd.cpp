@@ -35,7 +35,15 @@ Result<JobSpec> read_job(const JobCommand& c) {
     if (!model) return model.error();
     hf = std::move(*model);
   }
-  Result<JobSpec> job = job_from_megatron_args(c.args, c.world_size, hf ? &*hf : nullptr);
+  // Tokenizer files the line names, where they are (paths as the launch script gives them).
+  const FileReader files = [](const std::string& path) -> std::optional<std::string> {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+    Result<std::string> text = read_file(path);
+    return text ? std::optional<std::string>(std::move(*text)) : std::nullopt;
+  };
+  Result<JobSpec> job =
+      job_from_megatron_args(c.args, c.world_size, hf ? &*hf : nullptr, files);
   if (!job) return job.error();
   job->model_name = model_name(c);
   job->packer = *parse_packer(c.packer);
@@ -57,7 +65,17 @@ std::string describe_chunk(const ChunkPlacement& p) {
   return parts.empty() ? std::string("-") : fmt::format("{}", fmt::join(parts, " "));
 }
 
-void print_header(std::FILE* out, const JobSpec& job) {
+/// Whether any chunk has a buffer of expert-parallel params.
+bool has_expert_buffers(const JobPlan& plan) {
+  for (const JobChunk& c : plan.chunks) {
+    for (const BufferLayout& b : c.layout.buffers) {
+      if (b.key.expert_parallel) return true;
+    }
+  }
+  return false;
+}
+
+void print_header(std::FILE* out, const JobSpec& job, const JobPlan& plan) {
   const ParallelConfig& p = job.parallel;
   fmt::print(out, "{}: {} GPUs = tp {} x pp {} x cp {} x dp {}", job.model_name,
              group_digits(job.world_size), p.tp, p.pp, p.cp, job.dp);
@@ -66,12 +84,20 @@ void print_header(std::FILE* out, const JobSpec& job) {
   }
   if (p.vpp > 1) fmt::print(out, "; {} virtual chunks per stage", p.vpp);
   const DType grad = job.grad_reduce_in_fp32 ? DType::float32 : job.param_dtype;
-  fmt::print(out, "\n  {}, {} params, {} grads; buffers sharded over {} ranks", to_string(job.strategy),
-             to_string(job.param_dtype), to_string(grad), job.dense_shards());
-  if (job.model.moe.num_experts > 0) {
-    fmt::print(out, " (expert buffers over {})", job.expert_shards());
+  fmt::print(out, "\n  {}, {} params, {} grads; ", to_string(job.strategy),
+             to_string(job.param_dtype), to_string(grad));
+  const bool experts = has_expert_buffers(plan);
+  if (job.strategy == Strategy::unpadded) {
+    // Without the distributed optimizer every rank keeps whole buffers and all-reduces them.
+    fmt::print(out, "buffers not sharded (no distributed optimizer), grads all-reduced over "
+                    "{} ranks", job.dp * job.parallel.cp);
+    if (experts) fmt::print(out, " (expert grads over {})", job.expert_dp);
+  } else {
+    fmt::print(out, "buffers sharded over {} ranks", job.dense_shards());
+    if (experts) fmt::print(out, " (expert buffers over {})", job.expert_shards());
   }
-  fmt::print(out, "\n");
+  fmt::print(out, "\n  optimizer state: {}\n",
+             describe_optimizer_state(job.optimizer, job.param_dtype, grad));
   for (const std::string& note : job.notes) fmt::print(out, "  note: {}\n", note);
   if (!job.ignored_arguments.empty()) {
     constexpr std::size_t kShown = 6;
@@ -177,7 +203,7 @@ Result<ExitCode> run_job(const JobCommand& command) {
     }
   }
   if (!command.quiet) {
-    print_header(stdout, *job);
+    print_header(stdout, *job, *plan);
     print_table(stdout, *job, *plan);
     if (!command.output.empty()) {
       fmt::print("wrote {} files to {}: job.json and each stageS.chunkC's manifest and layout\n",

@@ -165,6 +165,10 @@ void print_busiest_stage(std::FILE* out, const std::vector<StageTraffic>& chunks
   });
   if (busiest == stages.end()) return;
   const LayoutTraffic& t = busiest->second;
+  if (t.sent_bytes == 0) {
+    fmt::print(out, "  no data-parallel traffic: each buffer's collectives span a single rank\n");
+    return;
+  }
   fmt::print(out, "  most traffic: stage {}, each rank sends {} per step ({:.2f}% padding)",
              busiest->first, bytes_text(t.sent_bytes), t.padding_percent());
   if (t.all_reduce_bytes > 0) {

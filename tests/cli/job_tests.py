@@ -117,7 +117,7 @@ class BadJobs(unittest.TestCase):
         (["--world-size", "1", "--", "--num-layers", "2", "--hidden-size", "8",
           "--num-attention-heads", "2", "--vocab-size", "10", "--max-position-embeddings", "8",
           "--use-megatron-fsdp"],
-         "--use-megatron-fsdp: FSDP lays out params differently"),
+         "--use-megatron-fsdp: Megatron-FSDP lays out its own buffers"),
         (["--world-size", "16", "--hf-config", "CONFIG", "--", "--pipeline-model-parallel-size",
           "16", "--pipeline-model-parallel-layout", "Et*3|(tt|)*29m|L"],
          "--pipeline-model-parallel-layout: the layout holds 1 multi-token prediction layers"),
@@ -136,6 +136,47 @@ class BadJobs(unittest.TestCase):
                 self.assertIn(message, result.stderr)
                 self.assertNotIn("Traceback", result.stderr)
                 self.assertFalse(out.exists(), "no output directory on failure")
+
+
+SMALL = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4",
+         "--vocab-size", "1000", "--max-position-embeddings", "64"]
+
+
+class Wording(unittest.TestCase):
+    """The summary says what is true of the job at hand."""
+
+    def summary(self, world, *args):
+        result = run("job", "--world-size", world, "--", *SMALL, *args)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return result.stdout
+
+    def test_no_distributed_optimizer_shards_nothing(self):
+        out = self.summary(24, "--bf16")
+        self.assertNotIn("sharded over", out)
+        self.assertIn("buffers not sharded (no distributed optimizer), grads all-reduced over "
+                      "24 ranks", out)
+        self.assertIn("buffers sharded over 24 ranks",
+                      self.summary(24, "--bf16", "--use-distributed-optimizer"))
+
+    def test_expert_buffers_only_where_experts_have_their_own(self):
+        moe = ["--num-experts", "4", "--disable-bias-linear", "--bf16",
+               "--use-distributed-optimizer"]
+        # ep 1, etp = tp: the experts share the dense buffers.
+        self.assertNotIn("expert buffers", self.summary(8, *moe))
+        self.assertIn("(expert buffers over 4)",
+                      self.summary(8, *moe, "--expert-model-parallel-size", "2"))
+
+    def test_dp_1_sends_nothing(self):
+        out = self.summary(1, "--bf16", "--use-distributed-optimizer")
+        self.assertIn("no data-parallel traffic", out)
+        self.assertNotIn("reduce-scatters", out)
+
+    def test_fp16_without_distributed_optimizer_counts_float32_grad_copies(self):
+        # optimizer.py:1097: main_grad.float() copies each float16 grad: 4 + 8 + 4 bytes.
+        out = self.summary(2, "--fp16")
+        self.assertIn("float32 copies of the grads: 16 bytes per element", out)
+        self.assertIn("12 bytes per element", self.summary(2, "--fp16",
+                                                           "--use-distributed-optimizer"))
 
 
 class PlanWarnings(unittest.TestCase):

@@ -16,6 +16,27 @@ std::string chunk_name(const JobSpec& job, const ChunkPlacement& p) {
   return fmt::format("{}-stage{}-chunk{}", job.model_name, p.stage, p.chunk);
 }
 
+/// Charges each buffer's optimizer state at what `optimizer` allocates per owned element
+/// (the whole buffer without sharding, its shard with it); false when a figure does not fit.
+bool charge_optimizer_state(const Layout& layout, const OptimizerOptions& optimizer,
+                            LayoutStats& stats) {
+  BytesPerRank total;
+  for (std::size_t i = 0; i < layout.buffers.size(); ++i) {
+    const BufferLayout& b = layout.buffers[i];
+    const std::int64_t owned =
+        b.strategy == Strategy::unpadded ? b.numel : b.numel / b.num_shards.value_or(1);
+    const OptimizerStateBytes per_element = optimizer_state_bytes(
+        optimizer, b.key.param_dtype, b.key.grad_dtype, b.key.layerwise);
+    const std::optional<std::int64_t> bytes = checked_mul(owned, per_element.total());
+    if (!bytes) return false;
+    BytesPerRank& buffer = stats.buffers[i].bytes_per_rank;
+    buffer.optimizer = *bytes;
+    if (!total.add(buffer)) return false;
+  }
+  stats.bytes_per_rank = total;
+  return true;
+}
+
 }  // namespace
 
 std::string chunk_file_stem(const ChunkPlacement& chunk) {
@@ -68,7 +89,8 @@ Result<JobPlan> plan_job(const JobSpec& job) {
     ParallelConfig parallel = job.parallel;
     parallel.stage = placement.stage;
     parallel.chunk = placement.chunk;
-    const ModelChunk chunk = build_chunk(job.model, split, placement);
+    ModelChunk chunk = build_chunk(job.model, split, placement);
+    mark_quantized_params(chunk, placement, job.quantized, job.model.num_layers());
     JobChunk& c = out.chunks.emplace_back();
     c.placement = placement;
     c.param_elements = chunk.numel();
@@ -88,6 +110,10 @@ Result<JobPlan> plan_job(const JobSpec& job) {
     if (!planned) return planned.error();
     c.layout = std::move(planned->layout);
     c.stats = std::move(planned->stats);
+    if (!charge_optimizer_state(c.layout, job.optimizer, c.stats)) {
+      return Error{fmt::format("stage {} chunk {}: its optimizer state per rank is too large",
+                               c.placement.stage, c.placement.chunk)};
+    }
   }
   std::int64_t heaviest = -1;
   for (std::int64_t stage = 0; stage < job.parallel.pp; ++stage) {

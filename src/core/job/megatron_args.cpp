@@ -6,9 +6,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "arg_map.hpp"
 #include "model_args.hpp"
+#include "quantized_params.hpp"
 
 namespace paramlayout {
 namespace {
@@ -132,6 +134,68 @@ void read_pipeline(ArgMap& a, JobSpec& job) {
   job.mtp_repeated_layer = a.flag("--mtp-use-repeated-layer");
 }
 
+/// Bytes per element of a --exp-avg-dtype / --exp-avg-sq-dtype choice.
+int state_dtype_bytes(const std::string& name) {
+  return name == "fp8" ? 1 : name == "fp32" ? 4 : 2;
+}
+
+/// The optimizer's state: --use-precision-aware-optimizer and its dtypes,
+/// --optimizer-cpu-offload, SGD's momentum (optimizer_config.py:433-480, arguments.py).
+void read_optimizer_state(ArgMap& a, JobSpec& job, const std::string& optimizer,
+                          bool distributed) {
+  OptimizerOptions& o = job.optimizer;
+  o.name = optimizer;
+  o.distributed = distributed;
+  o.precision_aware = a.flag("--use-precision-aware-optimizer");
+  const std::string main_params = a.string("--main-params-dtype").value_or("fp32");
+  const std::string exp_avg = a.string("--exp-avg-dtype").value_or("fp32");
+  const std::string exp_avg_sq = a.string("--exp-avg-sq-dtype").value_or("fp32");
+  o.main_params = main_params == "fp16" ? DType::float16 : DType::float32;
+  o.exp_avg_bytes = state_dtype_bytes(exp_avg);
+  o.exp_avg_sq_bytes = state_dtype_bytes(exp_avg_sq);
+  if (std::optional<std::string> momentum = a.string("--sgd-momentum")) {
+    o.sgd_momentum = std::strtod(momentum->c_str(), nullptr) != 0;
+  }
+  o.cpu_offload = a.flag("--optimizer-cpu-offload");
+  if (o.precision_aware) {
+    if (optimizer != "adam") {
+      a.fail("--use-precision-aware-optimizer", "only supported with adam "
+                                                "(optimizer_config.py:435)");
+    } else if (!distributed) {
+      a.fail("--use-precision-aware-optimizer", "only supported with the distributed optimizer "
+                                                "(optimizer/__init__.py:1058)");
+    }
+  } else {
+    const std::pair<std::string_view, const std::string*> kDtypes[] = {
+        {"--main-params-dtype", &main_params},
+        {"--exp-avg-dtype", &exp_avg},
+        {"--exp-avg-sq-dtype", &exp_avg_sq}};
+    for (const auto& [name, value] : kDtypes) {
+      if (*value != "fp32") {
+        a.fail(name, "can only be fp32 without --use-precision-aware-optimizer "
+                     "(optimizer_config.py:473-480)");
+      }
+    }
+  }
+  if (o.cpu_offload) {
+    if (!o.precision_aware) {
+      a.fail("--optimizer-cpu-offload", "must be used with --use-precision-aware-optimizer "
+                                        "(arguments.py:1884)");
+    }
+    if (std::optional<std::string> f = a.string("--optimizer-offload-fraction");
+        f && std::strtod(f->c_str(), nullptr) != 1.0) {
+      a.fail("--optimizer-offload-fraction",
+             "a fraction other than 1 leaves the first params' state on the GPU by the "
+             "optimizer groups' order, which paramlayout does not model");
+    }
+    job.notes.emplace_back("the optimizer state lives in pinned host memory "
+                           "(--optimizer-cpu-offload): float32 params, grads and moments on "
+                           "the CPU; the figures count none of it on the GPU");
+  } else {
+    a.has("--optimizer-offload-fraction");
+  }
+}
+
 /// The optimizer decides the layout: the distributed optimizer shards buffers
 /// (sequential-dp), Muon and the other emerging optimizers with it place matrices whole
 /// (layerwise), and without it DDP packs buffers unpadded.
@@ -156,11 +220,16 @@ void read_optimizer(ArgMap& a, JobSpec& job) {
                  : emerging                     ? Strategy::unpadded
                                                 : Strategy::sequential_dp;
 
+  read_optimizer_state(a, job, optimizer, distributed);
+
   const bool accumulate_fp32 = a.flag("--accumulate-allreduce-grads-in-fp32");
   const bool reduce_bf16 = a.flag("--grad-reduce-in-bf16");
   const std::string main_grads = a.string("--main-grads-dtype").value_or("fp32");
   if (main_grads != "fp32" && main_grads != "bf16") {
     a.fail("--main-grads-dtype", fmt::format("expected fp32 or bf16, got '{}'", main_grads));
+  } else if (main_grads == "bf16" && !job.optimizer.precision_aware) {
+    a.fail("--main-grads-dtype", "can only be fp32 without --use-precision-aware-optimizer "
+                                 "(optimizer_config.py:470)");
   } else if (accumulate_fp32 && main_grads == "bf16") {
     a.fail("--main-grads-dtype", "can only be fp32 with --accumulate-allreduce-grads-in-fp32");
   }
@@ -211,42 +280,83 @@ void read_optimizer(ArgMap& a, JobSpec& job) {
   }
 }
 
+/// --transformer-impl: transformer_engine (the default), or local for the GPT models
+/// paramlayout builds with Megatron-Core's own modules; the rest are refused.
+void read_transformer_impl(ArgMap& a, ModelSpec& m) {
+  const std::string impl = a.string("--transformer-impl").value_or("transformer_engine");
+  if (impl == "transformer_engine") return;
+  if (impl != "local") {
+    a.fail("--transformer-impl", fmt::format("'{}' builds modules paramlayout does not model "
+                                             "(it models transformer_engine and local)",
+                                             impl));
+    return;
+  }
+  const std::pair<bool, std::string_view> kUnmodelled[] = {
+      {m.hybrid || m.uses(Mixer::mamba) || m.uses(Mixer::gated_delta_net),
+       "hybrid, Mamba and linear-attention layers"},
+      {m.mla.has_value(), "multi-latent attention"},
+      {m.mtp_num_layers > 0, "multi-token prediction layers"},
+      {m.softmax_offset, "learnable softmax offsets"},
+      {m.post_linear_norms || m.uses(Mixer::linear) || m.uses(Mlp::linear),
+       "this model's heterogeneous layers"},
+      {m.moe.latent_size > 0 || m.moe.shared_expert_size > 0, "latent or shared experts"},
+  };
+  for (const auto& [used, what] : kUnmodelled) {
+    if (used) {
+      a.fail("--transformer-impl", fmt::format("local with {} is not modelled (paramlayout "
+                                               "models local GPT layers: attention, dense and "
+                                               "routed-expert MLPs)",
+                                               what));
+      return;
+    }
+  }
+  if (a.has("--fp8-param-gather")) {
+    a.fail("--fp8-param-gather", "needs Transformer Engine's modules, not --transformer-impl "
+                                 "local");
+    return;
+  }
+  m.local_spec = true;
+}
+
 /// Arguments that change the params or their layout in ways paramlayout does not model.
 void reject_unmodelled(ArgMap& a) {
-  if (std::optional<std::string> impl = a.string("--transformer-impl");
-      impl && *impl != "transformer_engine") {
-    a.fail("--transformer-impl", fmt::format("'{}' names params differently; paramlayout "
-                                             "models the Transformer Engine layer spec",
-                                             *impl));
-  }
-  if (std::optional<std::string> spec = a.string("--spec");
-      spec && spec->find("hybrid") == std::string::npos &&
-      spec->find("mamba") == std::string::npos) {
-    a.fail("--spec", "a custom layer spec is not modelled");
+  // --spec MODULE NAME (nargs '*'): the hybrid and Mamba stack specs are the ones
+  // pretrain_mamba.py and pretrain_hybrid.py build; any other spec is the user's own.
+  if (std::optional<std::vector<std::string>> spec = a.values("--spec"); spec && !spec->empty()) {
+    const std::vector<std::vector<std::string>> kModelled = {
+        {"megatron.core.models.hybrid.hybrid_layer_specs", "hybrid_stack_spec"},
+        {"megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec"}};
+    if (std::find(kModelled.begin(), kModelled.end(), *spec) == kModelled.end()) {
+      a.fail("--spec", fmt::format("'{}' is a custom layer spec, which paramlayout does not "
+                                   "model (it models Megatron-LM's own GPT and hybrid specs)",
+                                   fmt::join(*spec, " ")));
+    }
   }
   const std::pair<std::string_view, std::string_view> kUnmodelled[] = {
+      {"--use-torch-fsdp2", "PyTorch FSDP2 shards params itself, not in "
+                            "DistributedDataParallel's buffers"},
+      {"--use-megatron-fsdp", "Megatron-FSDP lays out its own buffers, not "
+                              "DistributedDataParallel's"},
       {"--heterogeneous-layers-config-path", "give the model's config.json with --hf-config"},
       {"--yaml-cfg", "pass the arguments themselves"},
-      {"--fp8-param-gather", "fp8 param storage is not modelled"},
-      {"--use-torch-fsdp2", "FSDP lays out params differently"},
-      {"--use-megatron-fsdp", "FSDP lays out params differently"},
-      {"--use-custom-fsdp", "FSDP lays out params differently"},
       {"--moe-latent-size", "MoE latent projections are not modelled"},
       {"--enable-mhc-connections", "hyper-connections are not modelled"},
       {"--freeze-all-layers", "leaves no trainable params"},
-      {"--hybrid-attention-ratio", "describe the layers with --hybrid-layer-pattern"},
-      {"--hybrid-mlp-ratio", "describe the layers with --hybrid-layer-pattern"},
-      {"--use-legacy-models", "the legacy models are not modelled"},
   };
   for (const auto& [name, why] : kUnmodelled) {
     if (a.has(name)) a.fail(name, why);
+  }
+  if (a.flag("--modelopt-enabled")) {
+    a.fail("--modelopt-enabled", "builds the model with ModelOpt's builder "
+                                 "(model_provider.py:55), which paramlayout does not model");
   }
 }
 
 }  // namespace
 
 Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
-                                       std::int64_t world_size, const HfModel* hf) {
+                                       std::int64_t world_size, const HfModel* hf,
+                                       const FileReader& files) {
   Result<ArgMap> parsed = ArgMap::parse(args);
   if (!parsed) return parsed.error();
   ArgMap& a = *parsed;
@@ -259,9 +369,10 @@ Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
     job.notes = hf->notes;
     job::check_model_args_agree(a, job.model);
   } else {
-    job.model = job::read_model_args(a, hybrid_stages);
+    job.model = job::read_model_args(a, hybrid_stages, files, job.notes);
   }
   job::read_build_args(a, job.model, job.notes);
+  read_transformer_impl(a, job.model);
   if (a.failed()) return a.error();
   if (std::optional<std::string> problem = model_problem(job.model)) {
     return Error{"the model: " + *problem};
@@ -270,8 +381,14 @@ Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
   if (!a.failed()) read_pipeline(a, job);
   job.pipeline.hybrid_stage_layers = hybrid_stages;
   if (!a.failed()) read_optimizer(a, job);
+  if (!a.failed()) job::read_quantized_params(a, job);
   if (a.failed()) return a.error();
   job.ignored_arguments = a.unread();
+  if (const std::vector<std::string> modelopt = a.modelopt_arguments(); !modelopt.empty()) {
+    job.notes.push_back(fmt::format("{} are ModelOpt's arguments: Megatron-LM's pretrain "
+                                    "scripts accept them only with nvidia-modelopt installed",
+                                    fmt::join(modelopt, ", ")));
+  }
   return job;
 }
 

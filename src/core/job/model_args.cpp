@@ -2,6 +2,8 @@
 // fields it generates flags from), with their defaults.
 #include "model_args.hpp"
 
+#include "tokenizer_vocab.hpp"
+
 #include <fmt/format.h>
 
 #include <cctype>
@@ -289,28 +291,14 @@ void read_positions(ArgMap& a, ModelSpec& m) {
   }
 }
 
-void read_vocab(ArgMap& a, ModelSpec& m) {
-  const std::optional<std::int64_t> padded = a.maybe_integer("--padded-vocab-size", 1, kMaxSize);
-  const std::optional<std::int64_t> vocab = a.maybe_integer("--vocab-size", 1, kMaxSize);
-  if (padded) {
-    m.vocab_size = *padded;
-  } else if (vocab) {
-    m.vocab_size = *vocab;
-  } else {
-    const std::string tokenizer = a.string("--tokenizer-type").value_or("the tokenizer");
-    a.fail("--vocab-size", fmt::format("is required: the vocab size comes from {}, which "
-                                       "paramlayout does not read (or give --hf-config)",
-                                       tokenizer));
-  }
-}
-
 }  // namespace
 
 std::vector<std::int64_t> parse_layer_list(const std::string& text, std::string& error) {
   return ListParser(text).parse(error);
 }
 
-ModelSpec read_model_args(ArgMap& a, std::vector<std::int64_t>& hybrid_stages) {
+ModelSpec read_model_args(ArgMap& a, std::vector<std::int64_t>& hybrid_stages,
+                          const FileReader& files, std::vector<std::string>& notes) {
   ModelSpec m;
   m.hidden_size = a.integer("--hidden-size", 0, 1, kMaxSize);
   if (m.hidden_size == 0) a.fail("--hidden-size", "is required (or --hf-config)");
@@ -343,7 +331,7 @@ ModelSpec read_model_args(ArgMap& a, std::vector<std::int64_t>& hybrid_stages) {
   m.normalization = norm == "RMSNorm" ? Normalization::rms_norm : Normalization::layer_norm;
   m.untie_embeddings_and_output_weights = a.flag("--untie-embeddings-and-output-weights");
   read_positions(a, m);
-  read_vocab(a, m);
+  read_vocab_args(a, m, files, notes);
   return m;
 }
 

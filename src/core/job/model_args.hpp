@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "arg_map.hpp"
+#include "paramlayout/megatron_args.hpp"
 #include "paramlayout/model.hpp"
 
 namespace paramlayout::job {
@@ -14,7 +15,9 @@ namespace paramlayout::job {
 /// The model that Megatron-LM's model arguments describe (GPTModel, or HybridModel with a
 /// hybrid layer pattern), with its defaults. `hybrid_stages`: the layers of each
 /// '|'-separated stage of a hybrid pattern (empty without pipes).
-ModelSpec read_model_args(ArgMap& args, std::vector<std::int64_t>& hybrid_stages);
+/// Tokenizer files are read through `files`; `notes` gets where the vocabulary came from.
+ModelSpec read_model_args(ArgMap& args, std::vector<std::int64_t>& hybrid_stages,
+                          const FileReader& files, std::vector<std::string>& notes);
 
 /// Checks that the model arguments `args` gives agree with `model` (from a config.json).
 void check_model_args_agree(ArgMap& args, const ModelSpec& model);

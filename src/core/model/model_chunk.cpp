@@ -169,6 +169,7 @@ Manifest chunk_manifest(const ModelChunk& chunk, std::string_view model, DType d
     p.embedding_or_output = c.embedding_or_output;
     p.shared_embedding = c.shared_embedding;
     p.use_muon = c.use_muon;
+    p.storage = c.storage;
   }
   manifest.sha256 = sha256_hex(write_manifest_json(manifest));
   return manifest;

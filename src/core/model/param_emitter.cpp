@@ -90,7 +90,11 @@ void ParamEmitter::layer(const std::string& prefix, const LayerSpec& layer) {
   }
   switch (layer.mlp) {
     case Mlp::dense:
-      fused_norm(prefix + "mlp.linear_fc1.", m_.hidden_size);
+      if (m_.local_spec) {
+        norm(prefix + "pre_mlp_layernorm.", m_.hidden_size);
+      } else {
+        fused_norm(prefix + "mlp.linear_fc1.", m_.hidden_size);
+      }
       dense_mlp(prefix + "mlp.", m_.dense_ffn(layer));
       if (m_.post_linear_norms) norm(prefix + "mlp.linear_fc2.post_layernorm.", m_.hidden_size);
       break;
@@ -110,7 +114,7 @@ void ParamEmitter::attention(const std::string& p, const LayerSpec& layer) {
   const std::int64_t tp = s_.tp;
   const std::int64_t heads = m_.num_attention_heads;
   const std::string a = p + "self_attention.";
-  if (m_.mla) norm(p + "input_layernorm.", h);
+  if (m_.mla || m_.local_spec) norm(p + "input_layernorm.", h);
   if (m_.softmax_offset) add(a + "core_attention.softmax_offset", {heads / tp});
   if (m_.mla) {
     mla(a);
@@ -120,7 +124,7 @@ void ParamEmitter::attention(const std::string& p, const LayerSpec& layer) {
   linear(a + "linear_proj.", h, heads * d / tp, m_.add_bias_linear);
   if (m_.post_linear_norms) norm(a + "linear_proj.post_layernorm.", h);
   const std::int64_t gate = m_.attention_output_gate ? heads : 0;
-  fused_norm(a + "linear_qkv.", h);
+  if (!m_.local_spec) fused_norm(a + "linear_qkv.", h);
   linear(a + "linear_qkv.", (heads + gate + 2 * m_.query_groups(layer)) * d / tp, h,
          m_.add_bias_linear || m_.add_qkv_bias);
   if (m_.qk_layernorm) {
@@ -228,7 +232,7 @@ void ParamEmitter::experts(const std::string& e) {
   const std::int64_t fc1 = (m_.gated_linear_unit ? 2 : 1) * ffn / s_.etp;
   const std::int64_t fc2_in = ffn / s_.etp;
   const std::size_t first = out_.params.size();
-  if (m_.moe.grouped_gemm || m_.hybrid) {
+  if ((m_.moe.grouped_gemm && !m_.local_spec) || m_.hybrid) {
     grouped_experts(e, fc1, fc2_in);
   } else {
     for (std::int64_t i = 0; i < m_.moe.num_experts / s_.ep; ++i) {
