@@ -108,6 +108,13 @@ struct ModelSpec {
   bool qk_layernorm = false;
   /// The q/k norms span every head's channels (OLMoE), not one head's; never split.
   bool qk_layernorm_all_heads = false;
+  /// The q/k norms span all heads and are split tp ways with them (MiniMax-M2's full-dimension
+  /// norms): the query norm heads x head_dim / tp, the key norm key/value heads x head_dim / tp, or
+  /// one head's where tp exceeds the key/value heads.
+  bool qk_layernorm_split = false;
+  /// linear_qkv and the dense MLP's linear_fc1 normalize their inputs (a fused
+  /// `layer_norm_weight`); false in post-norm-only models (EXAONE 4).
+  bool pre_linear_norms = true;
   /// linear_proj and the dense MLP's linear_fc2 normalize their outputs
   /// (`post_layernorm`: Gemma 2 and 3).
   bool post_linear_norms = false;
@@ -121,6 +128,9 @@ struct ModelSpec {
   GatedDeltaNetSpec gated_delta_net;
   std::vector<LayerSpec> layers;    ///< the decoder layers, in order
   std::int64_t mtp_num_layers = 0;  ///< multi-token prediction layers
+  /// GPT models: the layer each multi-token prediction layer holds where it is not a copy of the
+  /// last decoder layer (EXAONE-MoE's are dense).
+  std::optional<LayerSpec> mtp_layer_spec;
   /// Hybrid models: the layers each multi-token prediction layer holds (GPT models hold a
   /// copy of the last decoder layer).
   std::vector<LayerSpec> hybrid_mtp_layers;
@@ -135,7 +145,8 @@ struct ModelSpec {
   std::int64_t query_groups(const LayerSpec& layer) const;
   std::int64_t head_dim() const;
   std::int64_t dense_ffn(const LayerSpec& layer) const;
-  /// The layer each multi-token prediction layer holds: a copy of the last decoder layer.
+  /// The layer each multi-token prediction layer holds: `mtp_layer_spec`, else a copy of the last
+  /// decoder layer.
   LayerSpec mtp_layer() const;
   /// The layers one multi-token prediction layer holds (none without them).
   std::vector<LayerSpec> mtp_layer_specs() const;

@@ -90,7 +90,7 @@ void ParamEmitter::layer(const std::string& prefix, const LayerSpec& layer) {
   }
   switch (layer.mlp) {
     case Mlp::dense:
-      fused_norm(prefix + "mlp.linear_fc1.", m_.hidden_size);
+      if (m_.pre_linear_norms) fused_norm(prefix + "mlp.linear_fc1.", m_.hidden_size);
       dense_mlp(prefix + "mlp.", m_.dense_ffn(layer));
       if (m_.post_linear_norms) norm(prefix + "mlp.linear_fc2.post_layernorm.", m_.hidden_size);
       break;
@@ -120,18 +120,23 @@ void ParamEmitter::attention(const std::string& p, const LayerSpec& layer) {
   linear(a + "linear_proj.", h, heads * d / tp, m_.add_bias_linear);
   if (m_.post_linear_norms) norm(a + "linear_proj.post_layernorm.", h);
   const std::int64_t gate = m_.attention_output_gate ? heads : 0;
-  fused_norm(a + "linear_qkv.", h);
+  if (m_.pre_linear_norms) fused_norm(a + "linear_qkv.", h);
   linear(a + "linear_qkv.", (heads + gate + 2 * m_.query_groups(layer)) * d / tp, h,
          m_.add_bias_linear || m_.add_qkv_bias);
-  if (m_.qk_layernorm) {
+  if (m_.qk_layernorm_split) {
+    const std::int64_t groups = m_.query_groups(layer);
+    norm(a + "q_layernorm.", heads * d / tp);
+    norm(a + "k_layernorm.", groups >= tp ? groups * d / tp : d);
+  } else if (m_.qk_layernorm) {
     const std::int64_t n = m_.qk_layernorm_all_heads ? heads * d : d;
     norm(a + "q_layernorm.", n);
     norm(a + "k_layernorm.", n);
   }
 }
 
-/// Multi-latent attention: with qk_layernorm, the query and key/value up projections
-/// (linear_q_proj without query compression) fuse their norms.
+/// Multi-latent attention: with qk_layernorm, the query and key/value up projections fuse their
+/// norms; without query compression linear_q_proj is a plain linear (Megatron-LM's
+/// gpt_layer_specs.py builds it with column_parallel_linear, never a fused norm).
 void ParamEmitter::mla(const std::string& a) {
   const MlaSpec& mla = *m_.mla;
   const std::int64_t h = m_.hidden_size;
@@ -144,7 +149,6 @@ void ParamEmitter::mla(const std::string& a) {
     if (m_.qk_layernorm) fused_norm(a + "linear_q_up_proj.", mla.q_lora_rank);
     linear(a + "linear_q_up_proj.", q_out, mla.q_lora_rank, false);
   } else {
-    if (m_.qk_layernorm) fused_norm(a + "linear_q_proj.", h);
     linear(a + "linear_q_proj.", q_out, h, false);
   }
   linear(a + "linear_kv_down_proj.", mla.kv_lora_rank + mla.qk_pos_emb_head_dim, h, false);

@@ -1,32 +1,42 @@
-// Mixture-of-experts families with their own bridges: DeepSeek-V2 / V3 (and Kimi-K2, which
-// says DeepseekV3ForCausalLM), GLM-4.5, OLMoE and gpt-oss.
+// Mixture-of-experts families with their own bridges: DeepSeek-V2 / V3 and Kimi-K2, GLM-4.7-Flash,
+// GLM-4.5, OLMoE and gpt-oss.
 #include <fmt/format.h>
 
 #include "mappers.hpp"
 #include "paramlayout/text.hpp"
 
 namespace paramlayout::hf {
+namespace {
 
-/// Multi-latent attention with its up-projection norms, a dense MLP on the first
-/// `first_k_dense_replace` layers, routed experts plus one shared MLP of
-/// n_shared_experts x moe_intermediate_size, and multi-token prediction layers. An absent
-/// q_lora_rank takes the config classes' 1536; null means no query compression.
-void map_deepseek(Config& c, ModelSpec& m, Notes& notes) {
+/// Multi-latent attention, routed experts of `moe_intermediate_size` plus one shared MLP of
+/// n_shared_experts x that size, and multi-token prediction layers.
+void read_mla_moe(Config& c, ModelSpec& m, std::int64_t shared_default) {
   read_llama_like(c, m);
-  MlaSpec mla;
-  mla.q_lora_rank = c.is_null("q_lora_rank") ? 0 : c.integer("q_lora_rank", 1536, 1);
-  mla.kv_lora_rank = c.integer("kv_lora_rank", 512, 1);
-  mla.qk_head_dim = c.integer("qk_nope_head_dim", 128, 1);
-  mla.qk_pos_emb_head_dim = c.integer("qk_rope_head_dim", 64, 1);
-  mla.v_head_dim = c.integer("v_head_dim", 128, 1);
-  m.mla = mla;
-  m.qk_layernorm = true;  // q_a_layernorm and kv_a_layernorm, fused into the up projections
+  read_mla(c, m);
   m.ffn_hidden_size = c.integer("intermediate_size");
   m.moe.num_experts = c.integer("n_routed_experts");
   m.moe.ffn_hidden_size = c.integer("moe_intermediate_size");
-  m.moe.shared_expert_size = m.moe.ffn_hidden_size * c.integer("n_shared_experts", 0, 0);
+  m.moe.shared_expert_size =
+      m.moe.ffn_hidden_size * c.integer("n_shared_experts", shared_default, 0);
+}
+
+}  // namespace
+
+/// DeepSeek-V2 / V3 and Kimi-K2: a dense MLP on the first `first_k_dense_replace` layers, then the
+/// experts; the router's expert bias with `noaux_tc` routing.
+void map_deepseek(Config& c, ModelSpec& m, Notes& notes) {
+  read_mla_moe(c, m, /*shared_default=*/0);
   read_first_dense_moe_layers(c, m);
   if (c.string("topk_method", "") == "noaux_tc") note_expert_bias(m, notes);
+}
+
+/// GLM-4.7-Flash: DeepSeek-V3's layers with one shared expert by default, its first
+/// `first_k_dense_replace` layers dense (one when absent) or those `mlp_layer_types` calls "dense",
+/// and always the router's expert bias.
+void map_glm4_moe_lite(Config& c, ModelSpec& m, Notes& notes) {
+  read_mla_moe(c, m, /*shared_default=*/1);
+  read_dense_or_moe_layers(c, m, /*first_dense_default=*/1);
+  note_expert_bias(m, notes);
 }
 
 /// GLM-4.5: biases on q, k and v only (add_qkv_bias), optional q/k norms, a shared expert
