@@ -447,6 +447,111 @@ TEST_SUITE("synth") {
     CHECK(contains(synth_error(bad), "/num_hidden_layers: is 5, and hybrid_override_pattern has 4"));
   }
 
+  TEST_CASE("MiniMax-M2: full-dimension q/k norms split tp ways with the heads") {
+    // 48 heads x 128 and 8 key/value heads x 128, from the shipped MiniMax-M2.5 config.
+    const auto whole = shapes(synth_config("minimax-m2.5"));
+    CHECK(whole.at("decoder.layers.0.self_attention.q_layernorm.weight") == Shape{6144});
+    CHECK(whole.at("decoder.layers.0.self_attention.k_layernorm.weight") == Shape{1024});
+    SynthOptions tp8;
+    tp8.tp = 8;
+    const auto split = shapes(synth_config("minimax-m2.5", tp8));
+    CHECK(split.at("decoder.layers.0.self_attention.q_layernorm.weight") == Shape{768});
+    CHECK(split.at("decoder.layers.0.self_attention.k_layernorm.weight") == Shape{128});
+    // With fewer key/value heads than tp ranks, each rank holds one head's key norm.
+    json two = with("minimax-m2.5", {{"num_key_value_heads", 2}});
+    const auto few = shapes(synth_json(two, tp8));
+    CHECK(few.at("decoder.layers.0.self_attention.k_layernorm.weight") == Shape{128});
+    CHECK(contains(synth_error(with("minimax-m2.5", {{"shared_intermediate_size", 512}})),
+                   "/shared_intermediate_size: adds a shared expert"));
+  }
+
+  TEST_CASE("EXAONE 4: post-norm only, no fused input norms; q/k norms over one head") {
+    const SynthModel m = synth_config("exaone-4.0-1.2b");
+    CHECK(names_under(m, "decoder.layers.0.") ==
+          std::vector<std::string>{"self_attention.linear_proj.weight",
+                                   "self_attention.linear_proj.post_layernorm.weight",
+                                   "self_attention.linear_qkv.weight",
+                                   "self_attention.q_layernorm.weight",
+                                   "self_attention.k_layernorm.weight", "mlp.linear_fc1.weight",
+                                   "mlp.linear_fc2.weight",
+                                   "mlp.linear_fc2.post_layernorm.weight"});
+    // 32 heads + 2 x 8 key/value heads, of 64.
+    CHECK(shapes(m).at("decoder.layers.0.self_attention.linear_qkv.weight") == Shape{3072, 2048});
+  }
+
+  TEST_CASE("EXAONE-MoE: MoE where is_moe_layer says, shared expert, dense MTP layers") {
+    const json config = {{"architectures", {"ExaoneMoEForCausalLM"}},
+                         {"hidden_size", 64},
+                         {"intermediate_size", 96},
+                         {"moe_intermediate_size", 32},
+                         {"num_hidden_layers", 3},
+                         {"num_attention_heads", 4},
+                         {"num_key_value_heads", 2},
+                         {"head_dim", 16},
+                         {"vocab_size", 256},
+                         {"num_experts", 4},
+                         {"num_shared_experts", 1},
+                         {"is_moe_layer", {false, true, true}},
+                         {"num_nextn_predict_layers", 1},
+                         {"tie_word_embeddings", false}};
+    const auto s = shapes(synth_json(config));
+    CHECK(s.count("decoder.layers.0.mlp.linear_fc1.weight") == 1);
+    CHECK(s.at("decoder.layers.1.mlp.router.weight") == Shape{4, 64});
+    CHECK(s.at("decoder.layers.2.mlp.shared_experts.linear_fc1.weight") == Shape{64, 64});
+    CHECK(s.at("decoder.layers.0.self_attention.q_layernorm.weight") == Shape{16});
+    // The multi-token prediction layer is dense although the last decoder layer is not.
+    CHECK(s.at("mtp.layers.0.mtp_model_layer.mlp.linear_fc1.weight") == Shape{192, 64});
+    CHECK(s.count("mtp.layers.0.mtp_model_layer.mlp.router.weight") == 0);
+  }
+
+  TEST_CASE("Ling 2.0 and Hunyuan 3: q/k norms, first dense layers, shared experts") {
+    json ling = with("ling-mini-2.0", {{"num_shared_experts", 2}});
+    const SynthModel l = synth_json(ling);
+    // One shared expert of moe_intermediate_size, whatever num_shared_experts says (noted).
+    CHECK(shapes(l).at("decoder.layers.1.mlp.shared_experts.linear_fc1.weight") ==
+          Shape{1024, 2048});
+    CHECK(contains(l.notes.front(), "num_shared_experts 2: Megatron-Bridge builds one shared"));
+    const json hy = {{"architectures", {"HYV3ForCausalLM"}},
+                     {"hidden_size", 64},
+                     {"intermediate_size", 96},
+                     {"moe_intermediate_size", 32},
+                     {"num_hidden_layers", 3},
+                     {"num_attention_heads", 4},
+                     {"num_key_value_heads", 2},
+                     {"head_dim", 16},
+                     {"vocab_size", 256},
+                     {"num_experts", 4},
+                     {"num_shared_experts", 2},
+                     {"mlp_layer_types", {"dense", "sparse", "dense"}}};
+    const auto h = shapes(synth_json(hy));
+    CHECK(h.at("decoder.layers.1.mlp.shared_experts.linear_fc1.weight") == Shape{128, 64});
+    CHECK(h.count("decoder.layers.2.mlp.router.weight") == 0);
+    CHECK(h.at("decoder.layers.2.self_attention.k_layernorm.weight") == Shape{16});
+  }
+
+  TEST_CASE("a multimodal config's language model is read from text_config") {
+    const SynthModel m = synth_config("qwen3.5-35b-a3b");
+    CHECK(contains(m.notes.front(), "the language model only (under text_config)"));
+    // tie_word_embeddings is read from the top level, as Megatron-Bridge's VL bridges do.
+    json tied = shipped("qwen3.5-35b-a3b");
+    tied["tie_word_embeddings"] = true;
+    CHECK(shapes(synth_json(tied)).count("output_layer.weight") == 0);
+    json bare = shipped("qwen3.5-35b-a3b");
+    bare.erase("text_config");
+    CHECK(synth_error(bare) ==
+          "config.json: missing required key \"text_config\" (the language model's config, "
+          "for Qwen3_5MoeForConditionalGeneration)");
+    json wrong = shipped("qwen3.5-35b-a3b");
+    wrong["text_config"]["moe_latent_size"] = 64;
+    CHECK(contains(synth_error(wrong), "/text_config/moe_latent_size: changes the params"));
+  }
+
+  TEST_CASE("DeepSeek-V4 is refused, naming the attention Megatron-LM lacks") {
+    CHECK(contains(synth_error(json{{"architectures", {"DeepseekV4ForCausalLM"}}}),
+                   "/architectures/0: DeepseekV4ForCausalLM needs Megatron-LM's attention "
+                   "variant \"dsv4_hybrid\""));
+  }
+
   TEST_CASE("a field that would change the params and that the mapping does not read is refused") {
     CHECK(synth_error(with("llama3-8b", {{"moe_intermediate_size", 2048}})) ==
           "config.json: /moe_intermediate_size: changes the params of a model, and the "

@@ -20,6 +20,8 @@ struct Architecture {
   /// Multimodal configs: the key of the language model's config ("text_config"); the vision or
   /// audio tower is left out.
   std::string_view scope = {};
+  /// Architectures Megatron-Bridge maps with a part Megatron-LM cannot build: that part.
+  std::string_view refused = {};
 };
 
 /// Megatron-Bridge's text decoders, and GPT-2, which Megatron-LM builds as its own GPT.
@@ -67,6 +69,11 @@ constexpr std::array kArchitectures = {
                  hf::map_sarvam_mla},
     Architecture{"BailingMoeV2ForCausalLM", "Ling 2.0 (mini, flash, 1T)", hf::map_bailing_moe_v2},
     Architecture{"HYV3ForCausalLM", "Hunyuan 3", hf::map_hy_v3},
+    Architecture{"DeepseekV4ForCausalLM", "DeepSeek-V4 (refused: Megatron-LM lacks its attention)",
+                 nullptr, {},
+                 "attention variant \"dsv4_hybrid\" (compressed sparse attention with "
+                 "hyper-connections), which Megatron-Bridge's deepseek_v4 bridge sets and "
+                 "Megatron-LM at d98e8a64 does not have"},
     // Multimodal models whose language model is one of the above.
     Architecture{"Qwen3_5ForConditionalGeneration", "Qwen3.5 (language model only)",
                  hf::map_qwen3_5, "text_config"},
@@ -216,6 +223,12 @@ Result<HfModel> read_hf_config(std::string_view text, std::string_view source) {
                             "paramlayout job --world-size N -o DIR -- --num-layers ... "
                             "--hidden-size ...",
                             excerpt(model.architecture), fmt::join(hf_architectures(), ", ")));
+    return reader.error();
+  }
+  if (!known->refused.empty()) {
+    const json::Path root;
+    reader.fail(root.field("architectures").item(0),
+                fmt::format("{} needs Megatron-LM's {}", known->name, known->refused));
     return reader.error();
   }
   hf::Config config(reader, known->name, known->scope);
