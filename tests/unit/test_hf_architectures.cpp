@@ -546,6 +546,27 @@ TEST_SUITE("synth") {
     CHECK(contains(synth_error(wrong), "/text_config/moe_latent_size: changes the params"));
   }
 
+  TEST_CASE("Qwen3-VL-MoE and Gemma 3 multimodal: the language model as Qwen3-MoE and Gemma 3") {
+    const json text = {{"hidden_size", 64},        {"intermediate_size", 96},
+                       {"moe_intermediate_size", 32}, {"num_hidden_layers", 2},
+                       {"num_attention_heads", 4},    {"num_key_value_heads", 2},
+                       {"head_dim", 16},              {"vocab_size", 256},
+                       {"num_experts", 4}};
+    const json vl = {{"architectures", {"Qwen3VLMoeForConditionalGeneration"}},
+                     {"text_config", text},
+                     {"vision_config", {{"depth", 27}}},
+                     {"tie_word_embeddings", false}};
+    const auto s = shapes(synth_json(vl));
+    CHECK(s.at("decoder.layers.1.mlp.experts.linear_fc1.weight3") == Shape{64, 64});
+    CHECK(s.at("decoder.layers.0.self_attention.q_layernorm.weight") == Shape{16});
+    CHECK(s.at("output_layer.weight") == Shape{256, 64});
+    json gemma = {{"architectures", {"Gemma3ForConditionalGeneration"}},
+                  {"text_config", shipped("gemma3-1b")}};
+    gemma["text_config"].erase("architectures");
+    const SynthModel g = synth_json(gemma);
+    CHECK(g.numel() == synth_config("gemma3-1b").numel());
+  }
+
   TEST_CASE("DeepSeek-V4 is refused, naming the attention Megatron-LM lacks") {
     CHECK(contains(synth_error(json{{"architectures", {"DeepseekV4ForCausalLM"}}}),
                    "/architectures/0: DeepseekV4ForCausalLM needs Megatron-LM's attention "

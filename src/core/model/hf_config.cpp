@@ -79,6 +79,12 @@ constexpr std::array kArchitectures = {
                  hf::map_qwen3_5, "text_config"},
     Architecture{"Qwen3_5MoeForConditionalGeneration", "Qwen3.5-MoE (language model only)",
                  hf::map_qwen3_next, "text_config"},
+    Architecture{"Qwen3VLForConditionalGeneration", "Qwen3-VL (language model only)",
+                 hf::map_qwen3, "text_config"},
+    Architecture{"Qwen3VLMoeForConditionalGeneration", "Qwen3-VL-MoE (language model only)",
+                 hf::map_qwen3_moe, "text_config"},
+    Architecture{"Gemma3ForConditionalGeneration", "Gemma 3 (language model only)",
+                 hf::map_gemma3, "text_config"},
 };
 
 /// Set to something other than false, 0, null or empty.
