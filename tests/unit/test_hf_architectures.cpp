@@ -295,12 +295,11 @@ TEST_SUITE("synth") {
     CHECK(shapes(synth_json(with("deepseek-v3", {{"num_nextn_predict_layers", 2}})))
               .count("mtp.layers.1.final_layernorm.weight") == 1);
 
-    // DeepSeek-V2-Lite's q_lora_rank null: no query compression, and the query projection is a
-    // plain linear (Megatron-LM's MLA spec gives linear_q_proj no fused norm: only the up
-    // projections fuse theirs). An absent q_lora_rank is the config class's 1536.
+    // DeepSeek-V2-Lite's q_lora_rank null: no query compression, and with its q/k norms the
+    // query projection fuses the input norm. An absent q_lora_rank is the config class's 1536.
     const json lite = with("deepseek-v3", {{"q_lora_rank", nullptr}, {"n_shared_experts", 2}});
     const auto l = shapes(synth_json(lite));
-    CHECK(l.count("decoder.layers.0.self_attention.linear_q_proj.layer_norm_weight") == 0);
+    CHECK(l.at("decoder.layers.0.self_attention.linear_q_proj.layer_norm_weight") == Shape{7168});
     CHECK(l.at("decoder.layers.0.self_attention.linear_q_proj.weight") == Shape{24576, 7168});
     CHECK(l.count("decoder.layers.0.self_attention.linear_q_down_proj.weight") == 0);
     CHECK(l.at("decoder.layers.3.mlp.shared_experts.linear_fc1.weight") == Shape{8192, 7168});

@@ -217,6 +217,7 @@ TEST_SUITE("model") {
     m.mla->q_lora_rank = 0;
     CHECK(attention() == std::vector<std::string>{
                              "input_layernorm.weight", "self_attention.linear_proj.weight",
+                             "self_attention.linear_q_proj.layer_norm_weight",
                              "self_attention.linear_q_proj.weight",
                              "self_attention.linear_kv_down_proj.weight",
                              "self_attention.linear_kv_up_proj.layer_norm_weight",

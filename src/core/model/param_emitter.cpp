@@ -134,9 +134,8 @@ void ParamEmitter::attention(const std::string& p, const LayerSpec& layer) {
   }
 }
 
-/// Multi-latent attention: with qk_layernorm, the query and key/value up projections fuse their
-/// norms; without query compression linear_q_proj is a plain linear (Megatron-LM's
-/// gpt_layer_specs.py builds it with column_parallel_linear, never a fused norm).
+/// Multi-latent attention: with qk_layernorm, the query and key/value up projections
+/// (linear_q_proj without query compression) fuse their norms.
 void ParamEmitter::mla(const std::string& a) {
   const MlaSpec& mla = *m_.mla;
   const std::int64_t h = m_.hidden_size;
@@ -149,6 +148,7 @@ void ParamEmitter::mla(const std::string& a) {
     if (m_.qk_layernorm) fused_norm(a + "linear_q_up_proj.", mla.q_lora_rank);
     linear(a + "linear_q_up_proj.", q_out, mla.q_lora_rank, false);
   } else {
+    if (m_.qk_layernorm) fused_norm(a + "linear_q_proj.", h);
     linear(a + "linear_q_proj.", q_out, h, false);
   }
   linear(a + "linear_kv_down_proj.", mla.kv_lora_rank + mla.qk_pos_emb_head_dim, h, false);

@@ -36,6 +36,14 @@ void read_mla(Config& c, ModelSpec& m) {
   m.qk_layernorm = true;  // q_a_layernorm and kv_a_layernorm, fused into the up projections
 }
 
+void note_q_proj_norm(const ModelSpec& m, Notes& notes) {
+  if (!m.mla || m.mla->q_lora_rank > 0 || !m.qk_layernorm) return;
+  notes.push_back(fmt::format(
+      "linear_q_proj: without query compression Megatron-LM's MLA fuses a norm into it (its q/k "
+      "norm resolver), which the checkpoint does not have: {} elements more than the checkpoint",
+      group_digits((m.num_layers() + m.mtp_num_layers) * m.hidden_size)));
+}
+
 void read_biases(Config& c, ModelSpec& m, Notes& notes) {
   const bool attention = c.boolean("attention_bias", false);
   const bool mlp = c.boolean("mlp_bias", false);

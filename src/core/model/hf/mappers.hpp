@@ -29,6 +29,8 @@ void read_llama_like(Config& c, ModelSpec& m, bool tie_default = false);
 /// Multi-latent attention (DeepSeek's fields) with its up-projection norms. An absent
 /// q_lora_rank takes the config classes' 1536; null means no query compression.
 void read_mla(Config& c, ModelSpec& m);
+/// Notes the norm Megatron-LM fuses into linear_q_proj where MLA compresses no queries.
+void note_q_proj_norm(const ModelSpec& m, Notes& notes);
 /// `attention_bias` -> add_qkv_bias and `mlp_bias` -> add_bias_linear (Megatron-Bridge's
 /// mapping), noting what Hugging Face biases that Megatron-LM does not, and the reverse.
 void read_biases(Config& c, ModelSpec& m, Notes& notes);

@@ -27,6 +27,7 @@ void read_mla_moe(Config& c, ModelSpec& m, std::int64_t shared_default) {
 void map_deepseek(Config& c, ModelSpec& m, Notes& notes) {
   read_mla_moe(c, m, /*shared_default=*/0);
   read_first_dense_moe_layers(c, m);
+  note_q_proj_norm(m, notes);
   if (c.string("topk_method", "") == "noaux_tc") note_expert_bias(m, notes);
 }
 

@@ -60,6 +60,7 @@ void map_sarvam_mla(Config& c, ModelSpec& m, Notes& notes) {
   m.mla->q_lora_rank = 0;
   refuse_what_sarvam_does_not_build(c, m);
   read_sarvam_moe_layers(c, m, notes);
+  note_q_proj_norm(m, notes);
 }
 
 }  // namespace paramlayout::hf
