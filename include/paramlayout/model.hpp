@@ -37,6 +37,8 @@ struct LayerSpec {
   Mlp mlp = Mlp::dense;
   std::int64_t ffn_hidden_size = 0;   ///< dense MLP size (heterogeneous models vary it)
   std::int64_t num_query_groups = 0;  ///< key/value heads (heterogeneous models vary it)
+  /// Sparse attention: the layer reuses an earlier layer's top-k, so builds no indexer.
+  bool shares_topk = false;
 
   bool operator==(const LayerSpec&) const = default;
 };
@@ -50,6 +52,15 @@ struct MlaSpec {
   std::int64_t v_head_dim = 0;
 
   bool operator==(const MlaSpec&) const = default;
+};
+
+/// DeepSeek sparse attention (DSA) over multi-latent attention: a lightning indexer in each
+/// attention layer that computes its own top-k (Megatron-LM's absorbed MLA with DSAttention).
+struct DsaSpec {
+  std::int64_t index_heads = 0;     ///< dsa_indexer_n_heads
+  std::int64_t index_head_dim = 0;  ///< dsa_indexer_head_dim
+
+  bool operator==(const DsaSpec&) const = default;
 };
 
 /// Mixture-of-experts sizes, for layers whose MLP is `moe`.
@@ -123,6 +134,7 @@ struct ModelSpec {
   bool softmax_offset = false;   ///< learned attention sinks: core_attention.softmax_offset
   bool attention_output_gate = false;  ///< linear_qkv also computes a gate per head
   std::optional<MlaSpec> mla;    ///< multi-latent attention
+  std::optional<DsaSpec> dsa;    ///< sparse attention over the multi-latent attention
   MoeSpec moe;
   MambaSpec mamba;
   GatedDeltaNetSpec gated_delta_net;

@@ -4,6 +4,7 @@
 // whose config.json files are not shipped (testdata/configs/SOURCES.md). Shapes are worked out
 // by hand from the configs' sizes.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
@@ -564,6 +565,40 @@ TEST_SUITE("synth") {
     gemma["text_config"].erase("architectures");
     const SynthModel g = synth_json(gemma);
     CHECK(g.numel() == synth_config("gemma3-1b").numel());
+  }
+
+  TEST_CASE("GLM-5: sparse attention's indexer on the layers that compute their own top-k") {
+    const SynthModel all = synth_config("glm-5");
+    // Absorbed MLA: the indexer (core_attention's) first, unfused q/kv norms last.
+    CHECK(names_under(all, "decoder.layers.0.self_attention.") ==
+          std::vector<std::string>{"core_attention.indexer.linear_wq_b.weight",
+                                   "core_attention.indexer.linear_wk.weight",
+                                   "core_attention.indexer.k_norm.weight",
+                                   "core_attention.indexer.k_norm.bias",
+                                   "core_attention.indexer.linear_weights_proj.weight",
+                                   "linear_proj.weight", "linear_q_down_proj.weight",
+                                   "linear_q_up_proj.weight", "linear_kv_down_proj.weight",
+                                   "linear_kv_up_proj.weight", "q_layernorm.weight",
+                                   "kv_layernorm.weight"});
+    // 32 indexer heads x 128 over q_lora_rank 2048, not split; 64 heads x (192 + 64) split.
+    SynthOptions tp2;
+    tp2.tp = 2;
+    const auto s = shapes(synth_config("glm-5", tp2));
+    CHECK(s.at("decoder.layers.0.self_attention.core_attention.indexer.linear_wq_b.weight") ==
+          Shape{4096, 2048});
+    CHECK(s.at("decoder.layers.0.self_attention.linear_q_up_proj.weight") == Shape{8192, 2048});
+    // Every other layer from the third on reuses a top-k (layer numbers from 1, offset 2).
+    const auto shared = shapes(synth_json(
+        with("glm-5", {{"index_topk_freq", 2}, {"index_skip_topk_offset", 2}})));
+    const auto indexer = [&](int layer) {
+      return shared.count(fmt::format(
+          "decoder.layers.{}.self_attention.core_attention.indexer.linear_wk.weight", layer));
+    };
+    CHECK(indexer(0) == 1);
+    CHECK(indexer(1) == 1);
+    CHECK(indexer(2) == 0);
+    CHECK(indexer(3) == 1);
+    CHECK(indexer(4) == 0);
   }
 
   TEST_CASE("DeepSeek-V4 is refused, naming the attention Megatron-LM lacks") {

@@ -56,6 +56,8 @@ constexpr std::array kArchitectures = {
     Architecture{"Glm4MoeLiteForCausalLM", "GLM-4.7-Flash (multi-latent attention)",
                  hf::map_glm4_moe_lite},
     Architecture{"KimiK2ForCausalLM", "Kimi-K2", hf::map_deepseek},
+    Architecture{"GlmMoeDsaForCausalLM", "GLM-5 (DeepSeek sparse attention)",
+                 hf::map_glm_moe_dsa},
     Architecture{"MiniMaxM2ForCausalLM", "MiniMax-M2, M2.1, M2.5", hf::map_minimax_m2},
     Architecture{"NemotronForCausalLM", "Nemotron-4, Minitron", hf::map_nemotron},
     Architecture{"Ernie4_5_MoeForCausalLM", "ERNIE 4.5 MoE", hf::map_ernie4_5_moe},
@@ -151,7 +153,8 @@ constexpr std::array kShapeFields = {
     ShapeField{"mlp_only_layers"}, ShapeField{"mlp_layer_types"}, ShapeField{"is_moe_layer"},
     ShapeField{"moe_num_experts"}, ShapeField{"moe_num_shared_experts"},
     ShapeField{"moe_layer_start_index"}, ShapeField{"num_shared_experts"},
-    ShapeField{"mtp_layer_types"},
+    ShapeField{"mtp_layer_types"}, ShapeField{"index_n_heads"}, ShapeField{"index_head_dim"},
+    ShapeField{"indexer_types"},
     // Multi-latent attention.
     ShapeField{"q_lora_rank"}, ShapeField{"kv_lora_rank"}, ShapeField{"qk_nope_head_dim"},
     ShapeField{"qk_rope_head_dim"}, ShapeField{"v_head_dim"},

@@ -106,6 +106,14 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
     if ((p = size("qk_pos_emb_head_dim", m.mla->qk_pos_emb_head_dim, 0))) return p;
     if ((p = size("v_head_dim", m.mla->v_head_dim))) return p;
   }
+  if (m.dsa) {
+    if (!m.mla || m.mla->q_lora_rank == 0) {
+      return std::string("sparse attention (DSA) needs multi-latent attention with query "
+                         "compression (q_lora_rank)");
+    }
+    if ((p = size("dsa_indexer_n_heads", m.dsa->index_heads))) return p;
+    if ((p = size("dsa_indexer_head_dim", m.dsa->index_head_dim))) return p;
+  }
   for (const LayerSpec& l : m.layers) {
     if (l.mlp == Mlp::dense && (p = size("ffn_hidden_size", m.dense_ffn(l)))) return p;
   }

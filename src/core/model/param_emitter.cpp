@@ -112,6 +112,10 @@ void ParamEmitter::attention(const std::string& p, const LayerSpec& layer) {
   const std::string a = p + "self_attention.";
   if (m_.mla) norm(p + "input_layernorm.", h);
   if (m_.softmax_offset) add(a + "core_attention.softmax_offset", {heads / tp});
+  if (m_.dsa) {
+    sparse_mla(a, layer);
+    return;
+  }
   if (m_.mla) {
     mla(a);
     return;
@@ -155,6 +159,37 @@ void ParamEmitter::mla(const std::string& a) {
   if (m_.qk_layernorm) fused_norm(a + "linear_kv_up_proj.", mla.kv_lora_rank);
   linear(a + "linear_kv_up_proj.", heads * (mla.qk_head_dim + mla.v_head_dim) / tp,
          mla.kv_lora_rank, false);
+}
+
+/// Sparse attention (absorbed MLA with DSAttention): the indexer (core_attention's, duplicated
+/// on every tensor-parallel rank, with a LayerNorm on its keys) on layers that compute their own
+/// top-k, linear_proj, the projections without fused norms, then the query and key/value norms
+/// apart (the indexer reads the normalized query).
+void ParamEmitter::sparse_mla(const std::string& a, const LayerSpec& layer) {
+  const MlaSpec& mla = *m_.mla;
+  const DsaSpec& dsa = *m_.dsa;
+  const std::int64_t h = m_.hidden_size;
+  const std::int64_t tp = s_.tp;
+  const std::int64_t heads = m_.num_attention_heads;
+  if (!layer.shares_topk) {
+    const std::string x = a + "core_attention.indexer.";
+    linear(x + "linear_wq_b.", dsa.index_heads * dsa.index_head_dim, mla.q_lora_rank, false);
+    linear(x + "linear_wk.", dsa.index_head_dim, h, false);
+    add(x + "k_norm.weight", {dsa.index_head_dim});
+    add(x + "k_norm.bias", {dsa.index_head_dim});
+    linear(x + "linear_weights_proj.", dsa.index_heads, h, false);
+  }
+  linear(a + "linear_proj.", h, heads * mla.v_head_dim / tp, false);
+  linear(a + "linear_q_down_proj.", mla.q_lora_rank, h, false);
+  linear(a + "linear_q_up_proj.", heads * (mla.qk_head_dim + mla.qk_pos_emb_head_dim) / tp,
+         mla.q_lora_rank, false);
+  linear(a + "linear_kv_down_proj.", mla.kv_lora_rank + mla.qk_pos_emb_head_dim, h, false);
+  linear(a + "linear_kv_up_proj.", heads * (mla.qk_head_dim + mla.v_head_dim) / tp,
+         mla.kv_lora_rank, false);
+  if (m_.qk_layernorm) {
+    norm(a + "q_layernorm.", mla.q_lora_rank);
+    norm(a + "kv_layernorm.", mla.kv_lora_rank);
+  }
 }
 
 /// A Mamba-2 mixer: its own conv, dt, A and D params first, then in_proj (with the layer's

@@ -72,25 +72,31 @@ void read_first_dense_moe_layers(Config& c, ModelSpec& m, std::int64_t first_den
 }
 
 void read_dense_or_moe_layers(Config& c, ModelSpec& m, std::int64_t first_dense_default) {
+  read_first_dense_moe_layers(c, m, first_dense_default);
   const std::vector<std::string> types = c.strings("mlp_layer_types");
-  if (types.empty()) {
-    read_first_dense_moe_layers(c, m, first_dense_default);
-    return;
-  }
+  if (types.empty()) return;
   if (types.size() != m.layers.size()) {
     c.fail("mlp_layer_types", fmt::format("has {} entries, and num_hidden_layers is {}",
                                           types.size(), m.layers.size()));
     return;
   }
+  const bool first_dense_given = c.has("first_k_dense_replace");
   for (std::size_t i = 0; i < types.size(); ++i) {
-    if (types[i] == "sparse") {
-      m.layers[i].mlp = Mlp::moe;
-    } else if (types[i] != "dense") {
+    if (types[i] != "sparse" && types[i] != "dense") {
       c.reader().fail(
           c.path("mlp_layer_types").item(i),
           fmt::format("unknown MLP type \"{}\" (expected \"dense\" or \"sparse\")", types[i]));
       return;
     }
+    const Mlp mlp = types[i] == "sparse" ? Mlp::moe : Mlp::dense;
+    if (first_dense_given && mlp != m.layers[i].mlp) {
+      c.reader().fail(c.path("mlp_layer_types").item(i),
+                      fmt::format("is \"{}\", and first_k_dense_replace (which "
+                                  "Megatron-Bridge reads) makes layer {} the other kind",
+                                  types[i], i));
+      return;
+    }
+    m.layers[i].mlp = mlp;
   }
 }
 

@@ -36,8 +36,8 @@ void note_q_proj_norm(const ModelSpec& m, Notes& notes);
 void read_biases(Config& c, ModelSpec& m, Notes& notes);
 /// Layers `first_k_dense_replace` and on, every `moe_layer_freq`-th, are MoE (DeepSeek, GLM).
 void read_first_dense_moe_layers(Config& c, ModelSpec& m, std::int64_t first_dense_default = 0);
-/// The layers `mlp_layer_types` calls "sparse" are MoE; without it, as
-/// read_first_dense_moe_layers.
+/// As read_first_dense_moe_layers, or where only `mlp_layer_types` is given, the layers it
+/// calls "sparse"; both given must agree.
 void read_dense_or_moe_layers(Config& c, ModelSpec& m, std::int64_t first_dense_default);
 /// The first of `keys` the config has (names differ between a publisher's config and
 /// transformers' class: num_experts / n_routed_experts), required.
@@ -68,6 +68,7 @@ void map_mimo(Config&, ModelSpec&, Notes&);          // qwen.cpp
 void map_deepseek(Config&, ModelSpec&, Notes&);      // moe.cpp
 void map_glm4_moe(Config&, ModelSpec&, Notes&);      // moe.cpp
 void map_glm4_moe_lite(Config&, ModelSpec&, Notes&); // moe.cpp
+void map_glm_moe_dsa(Config&, ModelSpec&, Notes&);   // moe.cpp
 void map_olmoe(Config&, ModelSpec&, Notes&);         // moe.cpp
 void map_gpt_oss(Config&, ModelSpec&, Notes&);       // moe.cpp
 void map_nemotron_h(Config&, ModelSpec&, Notes&);    // nemotron_h.cpp

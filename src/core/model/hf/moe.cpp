@@ -2,6 +2,8 @@
 // GLM-4.5, OLMoE and gpt-oss.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "mappers.hpp"
 #include "paramlayout/text.hpp"
 
@@ -37,6 +39,58 @@ void map_deepseek(Config& c, ModelSpec& m, Notes& notes) {
 void map_glm4_moe_lite(Config& c, ModelSpec& m, Notes& notes) {
   read_mla_moe(c, m, /*shared_default=*/1);
   read_dense_or_moe_layers(c, m, /*first_dense_default=*/1);
+  note_expert_bias(m, notes);
+}
+
+/// GLM-5: GLM-4.7-Flash's layers under DeepSeek sparse attention (DSA): an indexer of
+/// `index_n_heads` x `index_head_dim` in every layer that computes its own top-k (every
+/// `index_topk_freq`-th after `index_skip_topk_offset`, as Megatron-LM's
+/// is_dsa_skip_topk_layer counts); the rotary head part is qk_head_dim - qk_nope_head_dim;
+/// Megatron-Bridge builds no multi-token prediction layers.
+void map_glm_moe_dsa(Config& c, ModelSpec& m, Notes& notes) {
+  read_mla_moe(c, m, /*shared_default=*/1);
+  read_dense_or_moe_layers(c, m, /*first_dense_default=*/3);
+  if (c.has("qk_head_dim")) {
+    const std::int64_t qk = c.integer("qk_head_dim");
+    if (qk <= m.mla->qk_head_dim) {
+      c.fail("qk_head_dim", fmt::format("is {}, not above qk_nope_head_dim {}", qk,
+                                        m.mla->qk_head_dim));
+      return;
+    }
+    m.mla->qk_pos_emb_head_dim = qk - m.mla->qk_head_dim;
+  }
+  if (m.mtp_num_layers > 0) {
+    notes.push_back(fmt::format("num_nextn_predict_layers {}: Megatron-Bridge's GLM-5 bridge "
+                                "builds no multi-token prediction layers",
+                                m.mtp_num_layers));
+    m.mtp_num_layers = 0;
+  }
+  DsaSpec dsa;
+  dsa.index_heads = c.integer("index_n_heads", 64, 1);
+  dsa.index_head_dim = c.integer("index_head_dim", 128, 1);
+  m.dsa = dsa;
+  const std::int64_t freq = c.integer("index_topk_freq", 1, 1);
+  const std::int64_t offset = std::max<std::int64_t>(c.integer("index_skip_topk_offset", 0, 0), 1);
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    const auto number = static_cast<std::int64_t>(i) + 1;
+    m.layers[i].shares_topk = freq > 1 && std::max<std::int64_t>(number - offset, 0) % freq != 0;
+  }
+  for (const std::string& type : c.strings("layer_types")) {
+    if (type != "indexed_attention") {
+      c.fail("layer_types", fmt::format("names \"{}\"; Megatron-Bridge builds every GLM-5 layer "
+                                        "with sparse (\"indexed_attention\") attention",
+                                        type));
+      return;
+    }
+  }
+  std::int64_t shared = 0;
+  for (const std::string& type : c.strings("indexer_types")) shared += type == "shared" ? 1 : 0;
+  if (shared > 0 && freq == 1) {
+    notes.push_back(fmt::format(
+        "indexer_types: {} layers share another's indexer in the checkpoint, and "
+        "Megatron-Bridge builds an indexer on every layer (index_topk_freq 1)",
+        shared));
+  }
   note_expert_bias(m, notes);
 }
 
