@@ -39,6 +39,9 @@ struct LayerSpec {
   std::int64_t num_query_groups = 0;  ///< key/value heads (heterogeneous models vary it)
   /// Sparse attention: the layer reuses an earlier layer's top-k, so builds no indexer.
   bool shares_topk = false;
+  /// The layer's attention has learned sinks (core_attention.softmax_offset), as every layer
+  /// does with the model's `softmax_offset`.
+  bool softmax_offset = false;
 
   bool operator==(const LayerSpec&) const = default;
 };
@@ -114,6 +117,7 @@ struct ModelSpec {
   std::int64_t num_attention_heads = 0;
   std::int64_t num_query_groups = 0;  ///< key/value heads; 0: as many as attention heads
   std::int64_t kv_channels = 0;       ///< head dim; 0: hidden / heads
+  std::int64_t v_head_dim = 0;        ///< value head dim where it is not the head dim; 0: same
   bool gated_linear_unit = false;     ///< SwiGLU / GeGLU: linear_fc1 holds gate and up
   Normalization normalization = Normalization::layer_norm;
   bool qk_layernorm = false;

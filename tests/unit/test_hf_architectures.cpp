@@ -601,6 +601,36 @@ TEST_SUITE("synth") {
     CHECK(indexer(4) == 0);
   }
 
+  TEST_CASE("MiMo-V2-Flash: per-layer key/value heads, sinks on sliding layers, narrower values") {
+    const json config = {{"architectures", {"MiMoV2FlashForCausalLM"}},
+                         {"hidden_size", 64},
+                         {"intermediate_size", 96},
+                         {"moe_intermediate_size", 32},
+                         {"num_hidden_layers", 3},
+                         {"num_attention_heads", 4},
+                         {"num_key_value_heads", 2},
+                         {"swa_num_key_value_heads", 4},
+                         {"head_dim", 24},
+                         {"v_head_dim", 16},
+                         {"vocab_size", 256},
+                         {"n_routed_experts", 4},
+                         {"hybrid_layer_pattern", {0, 1, 1}},
+                         {"moe_layer_freq", {0, 1, 1}},
+                         {"num_nextn_predict_layers", 1}};
+    const auto s = shapes(synth_json(config));
+    // Full layer 0: 4 x 24 queries, 2 x (24 + 16) keys and values; no sink.
+    CHECK(s.at("decoder.layers.0.self_attention.linear_qkv.weight") == Shape{176, 64});
+    CHECK(s.count("decoder.layers.0.self_attention.core_attention.softmax_offset") == 0);
+    CHECK(s.at("decoder.layers.0.self_attention.linear_proj.weight") == Shape{64, 64});
+    // Sliding layer 1: 4 key/value heads and a sink per head.
+    CHECK(s.at("decoder.layers.1.self_attention.linear_qkv.weight") == Shape{256, 64});
+    CHECK(s.at("decoder.layers.1.self_attention.core_attention.softmax_offset") == Shape{4});
+    CHECK(s.at("decoder.layers.1.mlp.router.weight") == Shape{4, 64});
+    // The multi-token prediction layer: dense, sliding-window attention.
+    CHECK(s.at("mtp.layers.0.mtp_model_layer.self_attention.linear_qkv.weight") == Shape{256, 64});
+    CHECK(s.at("mtp.layers.0.mtp_model_layer.mlp.linear_fc1.weight") == Shape{192, 64});
+  }
+
   TEST_CASE("DeepSeek-V4 is refused, naming the attention Megatron-LM lacks") {
     CHECK(contains(synth_error(json{{"architectures", {"DeepseekV4ForCausalLM"}}}),
                    "/architectures/0: DeepseekV4ForCausalLM needs Megatron-LM's attention "

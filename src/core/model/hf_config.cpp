@@ -71,6 +71,8 @@ constexpr std::array kArchitectures = {
                  hf::map_sarvam_mla},
     Architecture{"BailingMoeV2ForCausalLM", "Ling 2.0 (mini, flash, 1T)", hf::map_bailing_moe_v2},
     Architecture{"HYV3ForCausalLM", "Hunyuan 3", hf::map_hy_v3},
+    Architecture{"MiMoV2FlashForCausalLM", "MiMo-V2-Flash (sliding-window and full layers)",
+                 hf::map_mimo_v2_flash},
     Architecture{"DeepseekV4ForCausalLM", "DeepSeek-V4 (refused: Megatron-LM lacks its attention)",
                  nullptr, {},
                  "attention variant \"dsv4_hybrid\" (compressed sparse attention with "
@@ -154,7 +156,8 @@ constexpr std::array kShapeFields = {
     ShapeField{"moe_num_experts"}, ShapeField{"moe_num_shared_experts"},
     ShapeField{"moe_layer_start_index"}, ShapeField{"num_shared_experts"},
     ShapeField{"mtp_layer_types"}, ShapeField{"index_n_heads"}, ShapeField{"index_head_dim"},
-    ShapeField{"indexer_types"},
+    ShapeField{"indexer_types"}, ShapeField{"swa_num_key_value_heads"},
+    ShapeField{"hybrid_layer_pattern"}, ShapeField{"swa_head_dim"}, ShapeField{"swa_v_head_dim"},
     // Multi-latent attention.
     ShapeField{"q_lora_rank"}, ShapeField{"kv_lora_rank"}, ShapeField{"qk_nope_head_dim"},
     ShapeField{"qk_rope_head_dim"}, ShapeField{"v_head_dim"},

@@ -111,7 +111,9 @@ void ParamEmitter::attention(const std::string& p, const LayerSpec& layer) {
   const std::int64_t heads = m_.num_attention_heads;
   const std::string a = p + "self_attention.";
   if (m_.mla) norm(p + "input_layernorm.", h);
-  if (m_.softmax_offset) add(a + "core_attention.softmax_offset", {heads / tp});
+  if (m_.softmax_offset || layer.softmax_offset) {
+    add(a + "core_attention.softmax_offset", {heads / tp});
+  }
   if (m_.dsa) {
     sparse_mla(a, layer);
     return;
@@ -121,11 +123,12 @@ void ParamEmitter::attention(const std::string& p, const LayerSpec& layer) {
     return;
   }
   const std::int64_t d = m_.head_dim();
-  linear(a + "linear_proj.", h, heads * d / tp, m_.add_bias_linear);
+  const std::int64_t v = m_.v_head_dim > 0 ? m_.v_head_dim : d;
+  linear(a + "linear_proj.", h, heads * v / tp, m_.add_bias_linear);
   if (m_.post_linear_norms) norm(a + "linear_proj.post_layernorm.", h);
   const std::int64_t gate = m_.attention_output_gate ? heads : 0;
   if (m_.pre_linear_norms) fused_norm(a + "linear_qkv.", h);
-  linear(a + "linear_qkv.", (heads + gate + 2 * m_.query_groups(layer)) * d / tp, h,
+  linear(a + "linear_qkv.", ((heads + gate) * d + m_.query_groups(layer) * (d + v)) / tp, h,
          m_.add_bias_linear || m_.add_qkv_bias);
   if (m_.qk_layernorm_split) {
     const std::int64_t groups = m_.query_groups(layer);

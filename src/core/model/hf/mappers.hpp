@@ -82,5 +82,6 @@ void map_sarvam_moe(Config&, ModelSpec&, Notes&);    // sarvam.cpp
 void map_sarvam_mla(Config&, ModelSpec&, Notes&);    // sarvam.cpp
 void map_bailing_moe_v2(Config&, ModelSpec&, Notes&);  // ling_hy.cpp
 void map_hy_v3(Config&, ModelSpec&, Notes&);         // ling_hy.cpp
+void map_mimo_v2_flash(Config&, ModelSpec&, Notes&);  // mimo_v2.cpp
 
 }  // namespace paramlayout::hf
