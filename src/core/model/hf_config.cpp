@@ -228,13 +228,17 @@ Result<HfModel> read_hf_config(std::string_view text, std::string_view source) {
     if (a.name == model.architecture) known = &a;
   }
   if (known == nullptr) {
+    // The first few names: the message stays one readable line; --list prints them all.
+    const std::vector<std::string_view> names = hf_architectures();
+    const std::vector<std::string_view> known_first(names.begin(), names.begin() + 8);
     const json::Path root;
     reader.fail(root.field("architectures").item(0),
-                fmt::format("unknown architecture \"{}\"; known: {}. Any GPT-style model can "
-                            "be described with Megatron-LM's model arguments instead: "
-                            "paramlayout job --world-size N -o DIR -- --num-layers ... "
-                            "--hidden-size ...",
-                            excerpt(model.architecture), fmt::join(hf_architectures(), ", ")));
+                fmt::format("unknown architecture \"{}\"; known: {}, ... ({} in all: paramlayout "
+                            "synth --list). Any GPT-style model can be described with "
+                            "Megatron-LM's model arguments instead: paramlayout job "
+                            "--world-size N -o DIR -- --num-layers ... --hidden-size ...",
+                            excerpt(model.architecture), fmt::join(known_first, ", "),
+                            names.size()));
     return reader.error();
   }
   if (!known->refused.empty()) {
