@@ -200,6 +200,22 @@ TEST_SUITE("synth") {
     CHECK(s.at("mtp.layers.0.mtp_model_layer.mlp.linear_fc1.weight") == Shape{192, 64});
   }
 
+  TEST_CASE("Qwen3.5 dense: Qwen3.5's gated delta net and gated attention over a dense MLP") {
+    json text = shipped("qwen3.5-35b-a3b").at("text_config");
+    for (const char* key : {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                            "shared_expert_intermediate_size"}) {
+      text.erase(key);
+    }
+    text["intermediate_size"] = 6144;
+    text["architectures"] = {"Qwen3_5ForCausalLM"};
+    const auto s = shapes(synth_json(text));
+    // 16 heads of 256 with their output gates and 2 x 2 key/value heads: (32 + 4) x 256.
+    CHECK(s.at("decoder.layers.3.self_attention.linear_qkv.weight") == Shape{9216, 2048});
+    CHECK(s.at("decoder.layers.0.self_attention.in_proj.weight") == Shape{12352, 2048});
+    CHECK(s.at("decoder.layers.0.mlp.linear_fc1.weight") == Shape{12288, 2048});
+    CHECK(s.at("mtp.layers.0.mtp_model_layer.mlp.linear_fc2.weight") == Shape{2048, 6144});
+  }
+
   TEST_CASE("DeepSeek-V4 is refused, naming the attention Megatron-LM lacks") {
     CHECK(contains(synth_error(json{{"architectures", {"DeepseekV4ForCausalLM"}}}),
                    "/architectures/0: DeepseekV4ForCausalLM needs Megatron-LM's attention "
