@@ -37,6 +37,11 @@ struct LayerSpec {
   Mlp mlp = Mlp::dense;
   std::int64_t ffn_hidden_size = 0;   ///< dense MLP size (heterogeneous models vary it)
   std::int64_t num_query_groups = 0;  ///< key/value heads (heterogeneous models vary it)
+  /// Sparse attention: the layer reuses an earlier layer's top-k, so builds no indexer.
+  bool shares_topk = false;
+  /// The layer's attention has learned sinks (core_attention.softmax_offset), as every layer
+  /// does with the model's `softmax_offset`.
+  bool softmax_offset = false;
 
   bool operator==(const LayerSpec&) const = default;
 };
@@ -50,6 +55,15 @@ struct MlaSpec {
   std::int64_t v_head_dim = 0;
 
   bool operator==(const MlaSpec&) const = default;
+};
+
+/// DeepSeek sparse attention (DSA) over multi-latent attention: a lightning indexer in each
+/// attention layer that computes its own top-k (Megatron-LM's absorbed MLA with DSAttention).
+struct DsaSpec {
+  std::int64_t index_heads = 0;     ///< dsa_indexer_n_heads
+  std::int64_t index_head_dim = 0;  ///< dsa_indexer_head_dim
+
+  bool operator==(const DsaSpec&) const = default;
 };
 
 /// Mixture-of-experts sizes, for layers whose MLP is `moe`.
@@ -103,11 +117,19 @@ struct ModelSpec {
   std::int64_t num_attention_heads = 0;
   std::int64_t num_query_groups = 0;  ///< key/value heads; 0: as many as attention heads
   std::int64_t kv_channels = 0;       ///< head dim; 0: hidden / heads
+  std::int64_t v_head_dim = 0;        ///< value head dim where it is not the head dim; 0: same
   bool gated_linear_unit = false;     ///< SwiGLU / GeGLU: linear_fc1 holds gate and up
   Normalization normalization = Normalization::layer_norm;
   bool qk_layernorm = false;
   /// The q/k norms span every head's channels (OLMoE), not one head's; never split.
   bool qk_layernorm_all_heads = false;
+  /// The q/k norms span all heads and are split tp ways with them (MiniMax-M2's full-dimension
+  /// norms): the query norm heads x head_dim / tp, the key norm key/value heads x head_dim / tp, or
+  /// one head's where tp exceeds the key/value heads.
+  bool qk_layernorm_split = false;
+  /// linear_qkv and the dense MLP's linear_fc1 normalize their inputs (a fused
+  /// `layer_norm_weight`); false in post-norm-only models (EXAONE 4).
+  bool pre_linear_norms = true;
   /// linear_proj and the dense MLP's linear_fc2 normalize their outputs
   /// (`post_layernorm`: Gemma 2 and 3).
   bool post_linear_norms = false;
@@ -120,11 +142,15 @@ struct ModelSpec {
   bool softmax_offset = false;   ///< learned attention sinks: core_attention.softmax_offset
   bool attention_output_gate = false;  ///< linear_qkv also computes a gate per head
   std::optional<MlaSpec> mla;    ///< multi-latent attention
+  std::optional<DsaSpec> dsa;    ///< sparse attention over the multi-latent attention
   MoeSpec moe;
   MambaSpec mamba;
   GatedDeltaNetSpec gated_delta_net;
   std::vector<LayerSpec> layers;    ///< the decoder layers, in order
   std::int64_t mtp_num_layers = 0;  ///< multi-token prediction layers
+  /// GPT models: the layer each multi-token prediction layer holds where it is not a copy of the
+  /// last decoder layer (EXAONE-MoE's are dense).
+  std::optional<LayerSpec> mtp_layer_spec;
   /// Hybrid models: the layers each multi-token prediction layer holds (GPT models hold a
   /// copy of the last decoder layer).
   std::vector<LayerSpec> hybrid_mtp_layers;
@@ -139,7 +165,8 @@ struct ModelSpec {
   std::int64_t query_groups(const LayerSpec& layer) const;
   std::int64_t head_dim() const;
   std::int64_t dense_ffn(const LayerSpec& layer) const;
-  /// The layer each multi-token prediction layer holds: a copy of the last decoder layer.
+  /// The layer each multi-token prediction layer holds: `mtp_layer_spec`, else a copy of the last
+  /// decoder layer.
   LayerSpec mtp_layer() const;
   /// The layers one multi-token prediction layer holds (none without them).
   std::vector<LayerSpec> mtp_layer_specs() const;

@@ -44,13 +44,37 @@ class ShippedConfigs(unittest.TestCase):
                         check = run("check", layout, "--manifest", manifest, "--replan")
                         self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
 
+    def test_every_config_plans_as_a_job_at_tp_1_and_2_with_a_pipeline_split(self):
+        # Each stage's chunk, as `job` writes it, passes check --replan. The split is two
+        # stages of equal layers, or (odd layer counts) a first stage of half of them.
+        for config in configs():
+            text = json.loads(config.read_text())
+            layers = text.get("text_config", text).get("num_hidden_layers",
+                                                       text.get("n_layer"))
+            split = ["--pipeline-model-parallel-size", "2"]
+            if layers % 2:
+                split += ["--decoder-first-pipeline-num-layers", str(layers // 2)]
+            for tp, pp_args, world in ((1, [], 2), (2, split, 8)):
+                with self.subTest(f"{config.stem} tp{tp}"), \
+                        tempfile.TemporaryDirectory() as tmp:
+                    result = run("job", "--world-size", world, "--hf-config", config, "-q",
+                                 "-o", tmp, "--", "--tensor-model-parallel-size", tp,
+                                 *pp_args, "--bf16", "--use-distributed-optimizer")
+                    self.assertEqual(result.returncode, 0, result.stderr)
+                    layouts = sorted(Path(tmp).glob("stage*.chunk*.layout.json"))
+                    self.assertEqual(len(layouts), 2 if pp_args else 1)
+                    for layout in layouts:
+                        manifest = str(layout).replace(".layout.json", ".manifest.json")
+                        check = run("check", layout, "--manifest", manifest, "--replan")
+                        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+
     def test_list_names_every_architecture_the_configs_use(self):
         result = run("synth", "--list")
         self.assertEqual(result.returncode, 0, result.stderr)
         listed = {line.split()[0] for line in result.stdout.splitlines()}
         used = {json.loads(c.read_text())["architectures"][0] for c in configs()}
         self.assertLessEqual(used, listed)
-        self.assertGreaterEqual(len(listed), 20)
+        self.assertGreaterEqual(len(listed), 36)
         self.assertIn("Llama 2, 3, 3.1, 3.2", result.stdout)
 
     def test_synth_needs_a_config_unless_listing(self):

@@ -4,10 +4,12 @@
 // whose config.json files are not shipped (testdata/configs/SOURCES.md). Shapes are worked out
 // by hand from the configs' sizes.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "hf_test_configs.hpp"
 #include "paramlayout/synth.hpp"
 #include "test_support.hpp"
 
@@ -17,90 +19,7 @@ using paramlayout::test::expect_ok;
 using paramlayout::test::read_text;
 using paramlayout::test::source_path;
 using paramlayout::test::synth_config;
-using Shape = std::vector<std::int64_t>;
-
-namespace {
-
-json shipped(const std::string& config) {
-  return json::parse(read_text(source_path("testdata/configs/" + config + ".json")));
-}
-
-SynthModel synth_json(const json& config, SynthOptions options = {}) {
-  return expect_ok(synth_model(config.dump(), "config.json", options));
-}
-
-std::string synth_error(const json& config, SynthOptions options = {}) {
-  Result<SynthModel> r = synth_model(config.dump(), "config.json", options);
-  REQUIRE_FALSE(r);
-  return r.error().message;
-}
-
-/// A shipped config with some fields set (`null` values kept: some configs mean "none").
-json with(const std::string& config, const json& fields) {
-  json c = shipped(config);
-  for (const auto& [key, value] : fields.items()) c[key] = value;
-  return c;
-}
-
-std::map<std::string, Shape> shapes(const SynthModel& m) {
-  std::map<std::string, Shape> out;
-  for (const ChunkParam& p : m.params) out[p.name] = p.shape;
-  return out;
-}
-
-/// The names under `prefix`, in order, with the prefix taken off.
-std::vector<std::string> names_under(const SynthModel& m, const std::string& prefix) {
-  std::vector<std::string> out;
-  for (const ChunkParam& p : m.params) {
-    if (p.name.compare(0, prefix.size(), prefix) == 0) out.push_back(p.name.substr(prefix.size()));
-  }
-  return out;
-}
-
-std::ptrdiff_t position(const SynthModel& m, const std::string& name) {
-  for (std::size_t i = 0; i < m.params.size(); ++i) {
-    if (m.params[i].name == name) return static_cast<std::ptrdiff_t>(i);
-  }
-  return -1;
-}
-
-bool contains(const std::string& text, std::string_view part) {
-  return text.find(part) != std::string::npos;
-}
-
-/// `config` split tp ways: every param is the whole model's, or it with one dimension split
-/// tp ways (the vocab padded to a multiple of 128 x tp first); and ep ways: the experts
-/// divided among the ranks, the rest whole.
-void check_splits(const json& config, std::int64_t tp, std::int64_t ep) {
-  const SynthModel whole = synth_json(config);
-  const auto full = shapes(whole);
-  SynthOptions options;
-  options.tp = tp;
-  const SynthModel slice = synth_json(config, options);
-  REQUIRE(slice.params.size() == whole.params.size());
-  for (const ChunkParam& p : slice.params) {
-    CAPTURE(p.name);
-    Shape shape = full.at(p.name);
-    if (p.embedding_or_output) shape[0] = (shape[0] + 128 * tp - 1) / (128 * tp) * (128 * tp);
-    int split = 0;
-    for (std::size_t d = 0; d < shape.size(); ++d) {
-      if (p.shape[d] != shape[d]) {
-        CHECK(p.shape[d] * tp == shape[d]);
-        ++split;
-      }
-    }
-    CHECK(split <= 1);
-  }
-  options.tp = 1;
-  options.ep = ep;
-  const SynthModel rank = synth_json(config, options);
-  std::int64_t experts = 0;
-  for (const ChunkParam& p : rank.params) experts += p.expert_parallel ? p.numel() : 0;
-  CHECK(experts > 0);
-  CHECK(whole.numel() - rank.numel() == experts * (ep - 1));
-}
-
-}  // namespace
+using namespace paramlayout::test::hf;
 
 TEST_SUITE("synth") {
   TEST_CASE("Llama: attention_bias biases linear_qkv, mlp_bias every linear, differences noted") {

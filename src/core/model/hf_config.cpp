@@ -17,6 +17,11 @@ struct Architecture {
   std::string_view name;
   std::string_view models;
   hf::Mapper map;
+  /// Multimodal configs: the key of the language model's config ("text_config"); the vision or
+  /// audio tower is left out.
+  std::string_view scope = {};
+  /// Architectures Megatron-Bridge maps with a part Megatron-LM cannot build: that part.
+  std::string_view refused = {};
 };
 
 /// Megatron-Bridge's text decoders, and GPT-2, which Megatron-LM builds as its own GPT.
@@ -45,6 +50,45 @@ constexpr std::array kArchitectures = {
     Architecture{"Phi3ForCausalLM", "Phi-3, Phi-3.5, Phi-4", hf::map_phi3},
     Architecture{"NemotronHForCausalLM", "Nemotron-H (hybrid Mamba)", hf::map_nemotron_h},
     Architecture{"GPT2LMHeadModel", "GPT-2, GPT-3-style", hf::map_gpt2},
+    Architecture{"Qwen3_5ForCausalLM", "Qwen3.5 (gated delta net and attention)", hf::map_qwen3_5},
+    Architecture{"Qwen3_5MoeForCausalLM", "Qwen3.5-MoE (gated delta net and attention)",
+                 hf::map_qwen3_next},
+    Architecture{"Glm4MoeLiteForCausalLM", "GLM-4.7-Flash (multi-latent attention)",
+                 hf::map_glm4_moe_lite},
+    Architecture{"KimiK2ForCausalLM", "Kimi-K2", hf::map_deepseek},
+    Architecture{"GlmMoeDsaForCausalLM", "GLM-5 (DeepSeek sparse attention)",
+                 hf::map_glm_moe_dsa},
+    Architecture{"MiniMaxM2ForCausalLM", "MiniMax-M2, M2.1, M2.5", hf::map_minimax_m2},
+    Architecture{"NemotronForCausalLM", "Nemotron-4, Minitron", hf::map_nemotron},
+    Architecture{"Ernie4_5_MoeForCausalLM", "ERNIE 4.5 MoE", hf::map_ernie4_5_moe},
+    Architecture{"Exaone4ForCausalLM", "EXAONE 4.0", hf::map_exaone4},
+    Architecture{"MiMoForCausalLM", "MiMo (Qwen2 with multi-token prediction)", hf::map_mimo},
+    Architecture{"ExaoneMoEForCausalLM", "K-EXAONE (EXAONE-MoE)", hf::map_exaone_moe},
+    Architecture{"ExaoneMoeForCausalLM", "K-EXAONE (EXAONE-MoE; transformers' spelling)",
+                 hf::map_exaone_moe},
+    Architecture{"SarvamMoEForCausalLM", "Sarvam-30B", hf::map_sarvam_moe},
+    Architecture{"SarvamMLAForCausalLM", "Sarvam-105B (multi-latent attention)",
+                 hf::map_sarvam_mla},
+    Architecture{"BailingMoeV2ForCausalLM", "Ling 2.0 (mini, flash, 1T)", hf::map_bailing_moe_v2},
+    Architecture{"HYV3ForCausalLM", "Hunyuan 3", hf::map_hy_v3},
+    Architecture{"MiMoV2FlashForCausalLM", "MiMo-V2-Flash (sliding-window and full layers)",
+                 hf::map_mimo_v2_flash},
+    Architecture{"DeepseekV4ForCausalLM", "DeepSeek-V4 (refused: Megatron-LM lacks its attention)",
+                 nullptr, {},
+                 "attention variant \"dsv4_hybrid\" (compressed sparse attention with "
+                 "hyper-connections), which Megatron-Bridge's deepseek_v4 bridge sets and "
+                 "Megatron-LM at d98e8a64 does not have"},
+    // Multimodal models whose language model is one of the above.
+    Architecture{"Qwen3_5ForConditionalGeneration", "Qwen3.5 (language model only)",
+                 hf::map_qwen3_5, "text_config"},
+    Architecture{"Qwen3_5MoeForConditionalGeneration", "Qwen3.5-MoE (language model only)",
+                 hf::map_qwen3_next, "text_config"},
+    Architecture{"Qwen3VLForConditionalGeneration", "Qwen3-VL (language model only)",
+                 hf::map_qwen3, "text_config"},
+    Architecture{"Qwen3VLMoeForConditionalGeneration", "Qwen3-VL-MoE (language model only)",
+                 hf::map_qwen3_moe, "text_config"},
+    Architecture{"Gemma3ForConditionalGeneration", "Gemma 3 (language model only)",
+                 hf::map_gemma3, "text_config"},
 };
 
 /// Set to something other than false, 0, null or empty.
@@ -105,9 +149,15 @@ constexpr std::array kShapeFields = {
     ShapeField{"num_experts"}, ShapeField{"num_local_experts"}, ShapeField{"n_routed_experts"},
     ShapeField{"moe_intermediate_size"}, ShapeField{"n_shared_experts"},
     ShapeField{"shared_expert_intermediate_size"},
-    ShapeField{"moe_shared_expert_intermediate_size"}, ShapeField{"moe_latent_size"},
-    ShapeField{"first_k_dense_replace"}, ShapeField{"moe_layer_freq"},
-    ShapeField{"decoder_sparse_step"}, ShapeField{"mlp_only_layers"},
+    ShapeField{"moe_shared_expert_intermediate_size"}, ShapeField{"shared_intermediate_size"},
+    ShapeField{"moe_latent_size"}, ShapeField{"first_k_dense_replace"},
+    ShapeField{"moe_layer_freq"}, ShapeField{"decoder_sparse_step"},
+    ShapeField{"mlp_only_layers"}, ShapeField{"mlp_layer_types"}, ShapeField{"is_moe_layer"},
+    ShapeField{"moe_num_experts"}, ShapeField{"moe_num_shared_experts"},
+    ShapeField{"moe_layer_start_index"}, ShapeField{"num_shared_experts"},
+    ShapeField{"mtp_layer_types"}, ShapeField{"index_n_heads"}, ShapeField{"index_head_dim"},
+    ShapeField{"indexer_types"}, ShapeField{"swa_num_key_value_heads"},
+    ShapeField{"hybrid_layer_pattern"}, ShapeField{"swa_head_dim"}, ShapeField{"swa_v_head_dim"},
     // Multi-latent attention.
     ShapeField{"q_lora_rank"}, ShapeField{"kv_lora_rank"}, ShapeField{"qk_nope_head_dim"},
     ShapeField{"qk_rope_head_dim"}, ShapeField{"v_head_dim"},
@@ -126,7 +176,7 @@ constexpr std::array kShapeFields = {
 void reject_unread_shape_fields(hf::Config& c) {
   for (const ShapeField& field : kShapeFields) {
     if (c.was_read(field.name)) continue;
-    auto value = c.reader().root().at_key(field.name);
+    auto value = c.object().at_key(field.name);
     if (value.error() || !field.matters(value.value())) continue;
     c.fail(field.name, fmt::format("changes the params of a model, and the {} mapping does "
                                    "not read it; remove it if the model does not use it",
@@ -178,17 +228,32 @@ Result<HfModel> read_hf_config(std::string_view text, std::string_view source) {
     if (a.name == model.architecture) known = &a;
   }
   if (known == nullptr) {
+    // The first few names: the message stays one readable line; --list prints them all.
+    const std::vector<std::string_view> names = hf_architectures();
+    const std::vector<std::string_view> known_first(names.begin(), names.begin() + 8);
     const json::Path root;
     reader.fail(root.field("architectures").item(0),
-                fmt::format("unknown architecture \"{}\"; known: {}. Any GPT-style model can "
-                            "be described with Megatron-LM's model arguments instead: "
-                            "paramlayout job --world-size N -o DIR -- --num-layers ... "
-                            "--hidden-size ...",
-                            excerpt(model.architecture), fmt::join(hf_architectures(), ", ")));
+                fmt::format("unknown architecture \"{}\"; known: {}, ... ({} in all: paramlayout "
+                            "synth --list). Any GPT-style model can be described with "
+                            "Megatron-LM's model arguments instead: paramlayout job "
+                            "--world-size N -o DIR -- --num-layers ... --hidden-size ...",
+                            excerpt(model.architecture), fmt::join(known_first, ", "),
+                            names.size()));
     return reader.error();
   }
-  hf::Config config(reader, known->name);
-  known->map(config, model.spec, model.notes);
+  if (!known->refused.empty()) {
+    const json::Path root;
+    reader.fail(root.field("architectures").item(0),
+                fmt::format("{} needs Megatron-LM's {}", known->name, known->refused));
+    return reader.error();
+  }
+  hf::Config config(reader, known->name, known->scope);
+  if (!known->scope.empty()) {
+    model.notes.push_back(fmt::format(
+        "the language model only (under {}): the vision or audio tower is left out",
+        known->scope));
+  }
+  if (!reader.failed()) known->map(config, model.spec, model.notes);
   if (!reader.failed()) reject_unread_shape_fields(config);
   if (reader.failed()) return reader.error();
   if (std::optional<std::string> problem = model_problem(model.spec)) {

@@ -4,27 +4,50 @@
 
 namespace paramlayout::hf {
 
+Config::Config(json::Reader& reader, std::string_view architecture, std::string_view scope)
+    : reader_(reader),
+      architecture_(architecture),
+      object_(reader.root()),
+      base_(scope.empty() ? root_ : root_.field(scope)) {
+  if (scope.empty()) return;
+  auto inner = reader.root().at_key(scope);
+  if (inner.error()) {
+    reader.fail(root_, fmt::format("missing required key \"{}\" (the language model's config, "
+                                   "for {})",
+                                   scope, architecture));
+    return;
+  }
+  if (reader.is_object(inner.value(), base_)) object_ = inner.value();
+}
+
+simdjson::simdjson_result<json::Element> Config::lookup(std::string_view key) const {
+  if (key == "tie_word_embeddings") {
+    auto top = reader_.root().at_key(key);
+    if (!top.error()) return top;
+  }
+  return object_.at_key(key);
+}
+
 std::optional<json::Element> Config::find(std::string_view key) {
   read_.emplace(key);
-  auto value = reader_.root().at_key(key);
+  auto value = lookup(key);
   if (value.error() || value.value().is_null()) return std::nullopt;
   return value.value();
 }
 
 bool Config::is_null(std::string_view key) {
   read_.emplace(key);
-  auto value = reader_.root().at_key(key);
+  auto value = lookup(key);
   return !value.error() && value.value().is_null();
 }
 
 std::int64_t Config::integer(std::string_view key, std::int64_t min) {
   std::optional<json::Element> e = find(key);
   if (!e) {
-    reader_.fail(json::Path(),
-                 fmt::format("missing required key \"{}\" (for {})", key, architecture_));
+    reader_.fail(base_, fmt::format("missing required key \"{}\" (for {})", key, architecture_));
     return min;
   }
-  return reader_.integer(*e, json::Path().field(key), min, kMaxDimension);
+  return reader_.integer(*e, path(key), min, kMaxDimension);
 }
 
 std::int64_t Config::integer(std::string_view key, std::int64_t fallback, std::int64_t min) {
@@ -33,7 +56,7 @@ std::int64_t Config::integer(std::string_view key, std::int64_t fallback, std::i
 
 bool Config::boolean(std::string_view key, bool fallback) {
   std::optional<json::Element> e = find(key);
-  return e ? reader_.boolean(*e, json::Path().field(key)) : fallback;
+  return e ? reader_.boolean(*e, path(key)) : fallback;
 }
 
 double Config::number(std::string_view key, double fallback) {
@@ -41,7 +64,7 @@ double Config::number(std::string_view key, double fallback) {
   if (!e) return fallback;
   double value = 0;
   if (e->get(value) != simdjson::SUCCESS) {
-    reader_.expected(json::Path().field(key), "a number", *e);
+    reader_.expected(path(key), "a number", *e);
     return fallback;
   }
   return value;
@@ -49,18 +72,29 @@ double Config::number(std::string_view key, double fallback) {
 
 std::string Config::string(std::string_view key, std::string_view fallback) {
   std::optional<json::Element> e = find(key);
-  return e ? std::string(reader_.string(*e, json::Path().field(key))) : std::string(fallback);
+  return e ? std::string(reader_.string(*e, path(key))) : std::string(fallback);
 }
 
 std::vector<std::int64_t> Config::integers(std::string_view key) {
   std::vector<std::int64_t> out;
   std::optional<json::Element> e = find(key);
-  const json::Path root;
-  const json::Path path = root.field(key);
-  if (!e || !reader_.is_array(*e, path)) return out;
+  const json::Path at = path(key);
+  if (!e || !reader_.is_array(*e, at)) return out;
   std::size_t i = 0;
   for (json::Element item : simdjson::dom::array(*e)) {
-    out.push_back(reader_.integer(item, path.item(i++), 0, kMaxDimension));
+    out.push_back(reader_.integer(item, at.item(i++), 0, kMaxDimension));
+  }
+  return out;
+}
+
+std::vector<bool> Config::booleans(std::string_view key) {
+  std::vector<bool> out;
+  std::optional<json::Element> e = find(key);
+  const json::Path at = path(key);
+  if (!e || !reader_.is_array(*e, at)) return out;
+  std::size_t i = 0;
+  for (json::Element item : simdjson::dom::array(*e)) {
+    out.push_back(reader_.boolean(item, at.item(i++)));
   }
   return out;
 }
@@ -68,19 +102,15 @@ std::vector<std::int64_t> Config::integers(std::string_view key) {
 std::vector<std::string> Config::strings(std::string_view key) {
   std::vector<std::string> out;
   std::optional<json::Element> e = find(key);
-  const json::Path root;
-  const json::Path path = root.field(key);
-  if (!e || !reader_.is_array(*e, path)) return out;
+  const json::Path at = path(key);
+  if (!e || !reader_.is_array(*e, at)) return out;
   std::size_t i = 0;
   for (json::Element item : simdjson::dom::array(*e)) {
-    out.emplace_back(reader_.string(item, path.item(i++)));
+    out.emplace_back(reader_.string(item, at.item(i++)));
   }
   return out;
 }
 
-void Config::fail(std::string_view key, std::string_view what) {
-  const json::Path root;
-  reader_.fail(root.field(key), what);
-}
+void Config::fail(std::string_view key, std::string_view what) { reader_.fail(path(key), what); }
 
 }  // namespace paramlayout::hf

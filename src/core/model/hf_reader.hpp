@@ -19,8 +19,12 @@ inline constexpr std::int64_t kMaxDimension = (std::int64_t{1} << 24) - 1;
 
 class Config {
  public:
-  Config(json::Reader& reader, std::string_view architecture)
-      : reader_(reader), architecture_(architecture) {}
+  /// Reads the top-level object, or the object under `scope` ("text_config": the language model of
+  /// a multimodal config) when it is not empty; there `tie_word_embeddings` is read from the top
+  /// level where it is given (Megatron-Bridge's multimodal bridges read it there).
+  Config(json::Reader& reader, std::string_view architecture, std::string_view scope = {});
+  Config(const Config&) = delete;
+  Config& operator=(const Config&) = delete;
 
   /// The value of `key` (nullopt when absent or null); marks it read.
   std::optional<json::Element> find(std::string_view key);
@@ -38,6 +42,8 @@ class Config {
   std::string string(std::string_view key, std::string_view fallback);
   /// An optional array of integers in [0, kMaxDimension] (empty when absent).
   std::vector<std::int64_t> integers(std::string_view key);
+  /// An optional array of booleans (empty when absent).
+  std::vector<bool> booleans(std::string_view key);
   /// An optional array of strings (empty when absent).
   std::vector<std::string> strings(std::string_view key);
 
@@ -45,12 +51,21 @@ class Config {
   void fail(std::string_view key, std::string_view what);
   bool failed() const { return reader_.failed(); }
   json::Reader& reader() { return reader_; }
+  /// The object the fields are read from (the top level, or the scope's).
+  json::Element object() const { return object_; }
+  /// Where `key` is, for messages.
+  json::Path path(std::string_view key) const { return base_.field(key); }
   std::string_view architecture() const { return architecture_; }
   bool was_read(std::string_view key) const { return read_.count(std::string(key)) > 0; }
 
  private:
+  simdjson::simdjson_result<json::Element> lookup(std::string_view key) const;
+
   json::Reader& reader_;
   std::string_view architecture_;
+  json::Element object_;
+  json::Path root_;
+  json::Path base_;
   std::set<std::string> read_;
 };
 

@@ -18,6 +18,7 @@ std::int64_t ModelSpec::dense_ffn(const LayerSpec& layer) const {
 }
 
 LayerSpec ModelSpec::mtp_layer() const {
+  if (mtp_layer_spec) return *mtp_layer_spec;
   return layers.empty() ? LayerSpec{} : layers.back();
 }
 
@@ -83,7 +84,8 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
     if ((p = size("num_attention_heads", m.num_attention_heads))) return p;
     if ((p = size("num_query_groups", m.num_query_groups, 0))) return p;
     if ((p = size("kv_channels", m.kv_channels, 0))) return p;
-    if (m.kv_channels == 0 && m.hidden_size % m.num_attention_heads != 0) {
+    // Multi-latent attention sizes its heads by its own fields, never by kv_channels.
+    if (!m.mla && m.kv_channels == 0 && m.hidden_size % m.num_attention_heads != 0) {
       return fmt::format("hidden_size {} is not divisible by num_attention_heads {} (set "
                          "kv_channels)",
                          m.hidden_size, m.num_attention_heads);
@@ -103,6 +105,14 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
     if ((p = size("qk_head_dim", m.mla->qk_head_dim))) return p;
     if ((p = size("qk_pos_emb_head_dim", m.mla->qk_pos_emb_head_dim, 0))) return p;
     if ((p = size("v_head_dim", m.mla->v_head_dim))) return p;
+  }
+  if (m.dsa) {
+    if (!m.mla || m.mla->q_lora_rank == 0) {
+      return std::string("sparse attention (DSA) needs multi-latent attention with query "
+                         "compression (q_lora_rank)");
+    }
+    if ((p = size("dsa_indexer_n_heads", m.dsa->index_heads))) return p;
+    if ((p = size("dsa_indexer_head_dim", m.dsa->index_head_dim))) return p;
   }
   for (const LayerSpec& l : m.layers) {
     if (l.mlp == Mlp::dense && (p = size("ffn_hidden_size", m.dense_ffn(l)))) return p;

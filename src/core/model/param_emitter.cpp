@@ -92,7 +92,7 @@ void ParamEmitter::layer(const std::string& prefix, const LayerSpec& layer) {
     case Mlp::dense:
       if (m_.local_spec) {
         norm(prefix + "pre_mlp_layernorm.", m_.hidden_size);
-      } else {
+      } else if (m_.pre_linear_norms) {
         fused_norm(prefix + "mlp.linear_fc1.", m_.hidden_size);
       }
       dense_mlp(prefix + "mlp.", m_.dense_ffn(layer));
@@ -115,19 +115,30 @@ void ParamEmitter::attention(const std::string& p, const LayerSpec& layer) {
   const std::int64_t heads = m_.num_attention_heads;
   const std::string a = p + "self_attention.";
   if (m_.mla || m_.local_spec) norm(p + "input_layernorm.", h);
-  if (m_.softmax_offset) add(a + "core_attention.softmax_offset", {heads / tp});
+  if (m_.softmax_offset || layer.softmax_offset) {
+    add(a + "core_attention.softmax_offset", {heads / tp});
+  }
+  if (m_.dsa) {
+    sparse_mla(a, layer);
+    return;
+  }
   if (m_.mla) {
     mla(a);
     return;
   }
   const std::int64_t d = m_.head_dim();
-  linear(a + "linear_proj.", h, heads * d / tp, m_.add_bias_linear);
+  const std::int64_t v = m_.v_head_dim > 0 ? m_.v_head_dim : d;
+  linear(a + "linear_proj.", h, heads * v / tp, m_.add_bias_linear);
   if (m_.post_linear_norms) norm(a + "linear_proj.post_layernorm.", h);
   const std::int64_t gate = m_.attention_output_gate ? heads : 0;
-  if (!m_.local_spec) fused_norm(a + "linear_qkv.", h);
-  linear(a + "linear_qkv.", (heads + gate + 2 * m_.query_groups(layer)) * d / tp, h,
+  if (m_.pre_linear_norms && !m_.local_spec) fused_norm(a + "linear_qkv.", h);
+  linear(a + "linear_qkv.", ((heads + gate) * d + m_.query_groups(layer) * (d + v)) / tp, h,
          m_.add_bias_linear || m_.add_qkv_bias);
-  if (m_.qk_layernorm) {
+  if (m_.qk_layernorm_split) {
+    const std::int64_t groups = m_.query_groups(layer);
+    norm(a + "q_layernorm.", heads * d / tp);
+    norm(a + "k_layernorm.", groups >= tp ? groups * d / tp : d);
+  } else if (m_.qk_layernorm) {
     const std::int64_t n = m_.qk_layernorm_all_heads ? heads * d : d;
     norm(a + "q_layernorm.", n);
     norm(a + "k_layernorm.", n);
@@ -155,6 +166,37 @@ void ParamEmitter::mla(const std::string& a) {
   if (m_.qk_layernorm) fused_norm(a + "linear_kv_up_proj.", mla.kv_lora_rank);
   linear(a + "linear_kv_up_proj.", heads * (mla.qk_head_dim + mla.v_head_dim) / tp,
          mla.kv_lora_rank, false);
+}
+
+/// Sparse attention (absorbed MLA with DSAttention): the indexer (core_attention's, duplicated
+/// on every tensor-parallel rank, with a LayerNorm on its keys) on layers that compute their own
+/// top-k, linear_proj, the projections without fused norms, then the query and key/value norms
+/// apart (the indexer reads the normalized query).
+void ParamEmitter::sparse_mla(const std::string& a, const LayerSpec& layer) {
+  const MlaSpec& mla = *m_.mla;
+  const DsaSpec& dsa = *m_.dsa;
+  const std::int64_t h = m_.hidden_size;
+  const std::int64_t tp = s_.tp;
+  const std::int64_t heads = m_.num_attention_heads;
+  if (!layer.shares_topk) {
+    const std::string x = a + "core_attention.indexer.";
+    linear(x + "linear_wq_b.", dsa.index_heads * dsa.index_head_dim, mla.q_lora_rank, false);
+    linear(x + "linear_wk.", dsa.index_head_dim, h, false);
+    add(x + "k_norm.weight", {dsa.index_head_dim});
+    add(x + "k_norm.bias", {dsa.index_head_dim});
+    linear(x + "linear_weights_proj.", dsa.index_heads, h, false);
+  }
+  linear(a + "linear_proj.", h, heads * mla.v_head_dim / tp, false);
+  linear(a + "linear_q_down_proj.", mla.q_lora_rank, h, false);
+  linear(a + "linear_q_up_proj.", heads * (mla.qk_head_dim + mla.qk_pos_emb_head_dim) / tp,
+         mla.q_lora_rank, false);
+  linear(a + "linear_kv_down_proj.", mla.kv_lora_rank + mla.qk_pos_emb_head_dim, h, false);
+  linear(a + "linear_kv_up_proj.", heads * (mla.qk_head_dim + mla.v_head_dim) / tp,
+         mla.kv_lora_rank, false);
+  if (m_.qk_layernorm) {
+    norm(a + "q_layernorm.", mla.q_lora_rank);
+    norm(a + "kv_layernorm.", mla.kv_lora_rank);
+  }
 }
 
 /// A Mamba-2 mixer: its own conv, dt, A and D params first, then in_proj (with the layer's

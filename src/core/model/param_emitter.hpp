@@ -30,6 +30,7 @@ class ParamEmitter {
   void linear(const std::string& prefix, std::int64_t out, std::int64_t in, bool bias);
   void attention(const std::string& p, const LayerSpec& layer);
   void mla(const std::string& a);
+  void sparse_mla(const std::string& a, const LayerSpec& layer);
   void mamba(const std::string& p);
   void gated_delta_net(const std::string& a);
   void dense_mlp(const std::string& m, std::int64_t ffn);

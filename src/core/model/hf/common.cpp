@@ -25,6 +25,25 @@ void read_llama_like(Config& c, ModelSpec& m, bool tie_default) {
   read_mtp_layers(c, m);
 }
 
+void read_mla(Config& c, ModelSpec& m) {
+  MlaSpec mla;
+  mla.q_lora_rank = c.is_null("q_lora_rank") ? 0 : c.integer("q_lora_rank", 1536, 1);
+  mla.kv_lora_rank = c.integer("kv_lora_rank", 512, 1);
+  mla.qk_head_dim = c.integer("qk_nope_head_dim", 128, 1);
+  mla.qk_pos_emb_head_dim = c.integer("qk_rope_head_dim", 64, 1);
+  mla.v_head_dim = c.integer("v_head_dim", 128, 1);
+  m.mla = mla;
+  m.qk_layernorm = true;  // q_a_layernorm and kv_a_layernorm, fused into the up projections
+}
+
+void note_q_proj_norm(const ModelSpec& m, Notes& notes) {
+  if (!m.mla || m.mla->q_lora_rank > 0 || !m.qk_layernorm) return;
+  notes.push_back(fmt::format(
+      "linear_q_proj: without query compression Megatron-LM's MLA fuses a norm into it (its q/k "
+      "norm resolver), which the checkpoint does not have: {} elements more than the checkpoint",
+      group_digits((m.num_layers() + m.mtp_num_layers) * m.hidden_size)));
+}
+
 void read_biases(Config& c, ModelSpec& m, Notes& notes) {
   const bool attention = c.boolean("attention_bias", false);
   const bool mlp = c.boolean("mlp_bias", false);
@@ -50,6 +69,43 @@ void read_first_dense_moe_layers(Config& c, ModelSpec& m, std::int64_t first_den
     const auto layer = static_cast<std::int64_t>(i);
     if (layer >= first_dense && layer % freq == 0) m.layers[i].mlp = Mlp::moe;
   }
+}
+
+void read_dense_or_moe_layers(Config& c, ModelSpec& m, std::int64_t first_dense_default) {
+  read_first_dense_moe_layers(c, m, first_dense_default);
+  const std::vector<std::string> types = c.strings("mlp_layer_types");
+  if (types.empty()) return;
+  if (types.size() != m.layers.size()) {
+    c.fail("mlp_layer_types", fmt::format("has {} entries, and num_hidden_layers is {}",
+                                          types.size(), m.layers.size()));
+    return;
+  }
+  const bool first_dense_given = c.has("first_k_dense_replace");
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    if (types[i] != "sparse" && types[i] != "dense") {
+      c.reader().fail(
+          c.path("mlp_layer_types").item(i),
+          fmt::format("unknown MLP type \"{}\" (expected \"dense\" or \"sparse\")", types[i]));
+      return;
+    }
+    const Mlp mlp = types[i] == "sparse" ? Mlp::moe : Mlp::dense;
+    if (first_dense_given && mlp != m.layers[i].mlp) {
+      c.reader().fail(c.path("mlp_layer_types").item(i),
+                      fmt::format("is \"{}\", and first_k_dense_replace (which "
+                                  "Megatron-Bridge reads) makes layer {} the other kind",
+                                  types[i], i));
+      return;
+    }
+    m.layers[i].mlp = mlp;
+  }
+}
+
+std::int64_t integer_of(Config& c, std::initializer_list<std::string_view> keys) {
+  for (std::string_view key : keys) {
+    if (c.has(key)) return c.integer(key);
+  }
+  c.fail(*keys.begin(), "is required");
+  return 1;
 }
 
 void read_sparse_step_moe_layers(Config& c, ModelSpec& m) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -25,11 +26,22 @@ using Mapper = void (*)(Config&, ModelSpec&, Notes&);
 /// prediction layers; RMSNorm, a gated linear unit, rotary positions, no biases and grouped
 /// experts, as the bridges set them.
 void read_llama_like(Config& c, ModelSpec& m, bool tie_default = false);
+/// Multi-latent attention (DeepSeek's fields) with its up-projection norms. An absent
+/// q_lora_rank takes the config classes' 1536; null means no query compression.
+void read_mla(Config& c, ModelSpec& m);
+/// Notes the norm Megatron-LM fuses into linear_q_proj where MLA compresses no queries.
+void note_q_proj_norm(const ModelSpec& m, Notes& notes);
 /// `attention_bias` -> add_qkv_bias and `mlp_bias` -> add_bias_linear (Megatron-Bridge's
 /// mapping), noting what Hugging Face biases that Megatron-LM does not, and the reverse.
 void read_biases(Config& c, ModelSpec& m, Notes& notes);
 /// Layers `first_k_dense_replace` and on, every `moe_layer_freq`-th, are MoE (DeepSeek, GLM).
 void read_first_dense_moe_layers(Config& c, ModelSpec& m, std::int64_t first_dense_default = 0);
+/// As read_first_dense_moe_layers, or where only `mlp_layer_types` is given, the layers it
+/// calls "sparse"; both given must agree.
+void read_dense_or_moe_layers(Config& c, ModelSpec& m, std::int64_t first_dense_default);
+/// The first of `keys` the config has (names differ between a publisher's config and
+/// transformers' class: num_experts / n_routed_experts), required.
+std::int64_t integer_of(Config& c, std::initializer_list<std::string_view> keys);
 /// Every `decoder_sparse_step`-th layer not in `mlp_only_layers` is MoE (Qwen MoE models).
 void read_sparse_step_moe_layers(Config& c, ModelSpec& m);
 /// `num_nextn_predict_layers` (or `mtp_num_hidden_layers`) -> mtp_num_layers; 0 means none.
@@ -51,11 +63,25 @@ void map_qwen2_moe(Config&, ModelSpec&, Notes&);     // qwen.cpp
 void map_qwen3(Config&, ModelSpec&, Notes&);         // qwen.cpp
 void map_qwen3_moe(Config&, ModelSpec&, Notes&);     // qwen.cpp
 void map_qwen3_next(Config&, ModelSpec&, Notes&);    // qwen.cpp
+void map_qwen3_5(Config&, ModelSpec&, Notes&);       // qwen.cpp
+void map_mimo(Config&, ModelSpec&, Notes&);          // qwen.cpp
 void map_deepseek(Config&, ModelSpec&, Notes&);      // moe.cpp
 void map_glm4_moe(Config&, ModelSpec&, Notes&);      // moe.cpp
+void map_glm4_moe_lite(Config&, ModelSpec&, Notes&); // moe.cpp
+void map_glm_moe_dsa(Config&, ModelSpec&, Notes&);   // moe.cpp
 void map_olmoe(Config&, ModelSpec&, Notes&);         // moe.cpp
 void map_gpt_oss(Config&, ModelSpec&, Notes&);       // moe.cpp
 void map_nemotron_h(Config&, ModelSpec&, Notes&);    // nemotron_h.cpp
 void map_gpt2(Config&, ModelSpec&, Notes&);          // gpt2.cpp
+void map_nemotron(Config&, ModelSpec&, Notes&);      // nemotron.cpp
+void map_exaone4(Config&, ModelSpec&, Notes&);       // exaone.cpp
+void map_exaone_moe(Config&, ModelSpec&, Notes&);    // exaone.cpp
+void map_minimax_m2(Config&, ModelSpec&, Notes&);    // minimax.cpp
+void map_ernie4_5_moe(Config&, ModelSpec&, Notes&);  // ernie.cpp
+void map_sarvam_moe(Config&, ModelSpec&, Notes&);    // sarvam.cpp
+void map_sarvam_mla(Config&, ModelSpec&, Notes&);    // sarvam.cpp
+void map_bailing_moe_v2(Config&, ModelSpec&, Notes&);  // ling_hy.cpp
+void map_hy_v3(Config&, ModelSpec&, Notes&);         // ling_hy.cpp
+void map_mimo_v2_flash(Config&, ModelSpec&, Notes&);  // mimo_v2.cpp
 
 }  // namespace paramlayout::hf

@@ -1,4 +1,4 @@
-// Qwen2 / Qwen2.5, Qwen2-MoE (Qwen1.5-MoE), Qwen3, Qwen3-MoE and Qwen3-Next, as
+// Qwen2 / Qwen2.5 (and MiMo), Qwen2-MoE (Qwen1.5-MoE), Qwen3, Qwen3-MoE, Qwen3-Next and Qwen3.5, as
 // Megatron-Bridge's qwen bridges map them.
 #include <fmt/format.h>
 
@@ -8,9 +8,10 @@ namespace paramlayout::hf {
 namespace {
 
 /// Routed experts of `moe_intermediate_size` on the layers `decoder_sparse_step` and
-/// `mlp_only_layers` leave to them; dense layers keep `intermediate_size`.
+/// `mlp_only_layers` leave to them; dense layers keep `intermediate_size` (which a model of experts
+/// only, Qwen3.5-MoE, need not give).
 void read_qwen_moe(Config& c, ModelSpec& m) {
-  m.ffn_hidden_size = c.integer("intermediate_size");
+  m.ffn_hidden_size = c.integer("intermediate_size", 0, 1);
   m.moe.num_experts = c.integer("num_experts");
   m.moe.ffn_hidden_size = c.integer("moe_intermediate_size");
   read_sparse_step_moe_layers(c, m);
@@ -30,6 +31,19 @@ void map_qwen2(Config& c, ModelSpec& m, Notes&) {
   read_llama_like(c, m);
   m.ffn_hidden_size = c.integer("intermediate_size");
   m.add_qkv_bias = true;
+}
+
+/// MiMo: Qwen2 with `num_nextn_predict_layers` multi-token prediction layers, each a copy of a
+/// decoder layer; Megatron-Bridge's mimo bridge biases q, k and v whatever `attention_bias` says.
+void map_mimo(Config& c, ModelSpec& m, Notes& notes) {
+  map_qwen2(c, m, notes);
+  if (!c.boolean("attention_bias", true)) {
+    const std::int64_t qkv = (m.num_attention_heads + 2 * m.query_groups(LayerSpec{})) *
+                             m.head_dim() * (m.num_layers() + m.mtp_num_layers);
+    notes.push_back(fmt::format("attention_bias false: Megatron-Bridge biases linear_qkv "
+                                "regardless, {} elements the checkpoint does not have",
+                                qkv));
+  }
 }
 
 void map_qwen2_moe(Config& c, ModelSpec& m, Notes&) {
@@ -53,16 +67,15 @@ void map_qwen3_moe(Config& c, ModelSpec& m, Notes& notes) {
   read_qwen_moe(c, m);
 }
 
-/// Qwen3-Next: gated delta net (linear attention) layers, with full attention where
-/// `layer_types` says "full_attention" (or every `full_attention_interval`-th layer); the
-/// full attention gates its output per head (attention_output_gate) and has q/k norms.
-void map_qwen3_next(Config& c, ModelSpec& m, Notes& notes) {
-  read_llama_like(c, m);
+namespace {
+
+/// Gated delta net (linear attention) layers, with full attention where `layer_types` says
+/// "full_attention" (or every `full_attention_interval`-th layer); the full attention gates its
+/// output per head (attention_output_gate) and has q/k norms (Qwen3-Next, Qwen3.5).
+void read_gated_delta_net_layers(Config& c, ModelSpec& m, Notes& notes) {
   read_biases(c, m, notes);
   m.qk_layernorm = true;
   m.attention_output_gate = true;
-  read_qwen_moe(c, m);
-  read_gated_shared_expert(c, m);
   GatedDeltaNetSpec& g = m.gated_delta_net;
   g.conv_kernel = c.integer("linear_conv_kernel_dim", 4, 1);
   g.key_head_dim = c.integer("linear_key_head_dim", 128, 1);
@@ -81,8 +94,7 @@ void map_qwen3_next(Config& c, ModelSpec& m, Notes& notes) {
       if (types[i] == "linear_attention") {
         m.layers[i].mixer = Mixer::gated_delta_net;
       } else if (types[i] != "full_attention") {
-        const json::Path root;
-        c.reader().fail(root.field("layer_types").item(i),
+        c.reader().fail(c.path("layer_types").item(i),
                         fmt::format("unknown layer type \"{}\" (expected \"linear_attention\" "
                                     "or \"full_attention\")",
                                     types[i]));
@@ -96,6 +108,24 @@ void map_qwen3_next(Config& c, ModelSpec& m, Notes& notes) {
       m.layers[i].mixer = Mixer::gated_delta_net;
     }
   }
+}
+
+}  // namespace
+
+/// Qwen3-Next and Qwen3.5-MoE: mixtures of experts with a gated shared expert on every layer
+/// `decoder_sparse_step` leaves to them.
+void map_qwen3_next(Config& c, ModelSpec& m, Notes& notes) {
+  read_llama_like(c, m);
+  read_qwen_moe(c, m);
+  read_gated_shared_expert(c, m);
+  read_gated_delta_net_layers(c, m, notes);
+}
+
+/// Qwen3.5 (dense): the same layers with a dense MLP of `intermediate_size`.
+void map_qwen3_5(Config& c, ModelSpec& m, Notes& notes) {
+  read_llama_like(c, m);
+  m.ffn_hidden_size = c.integer("intermediate_size");
+  read_gated_delta_net_layers(c, m, notes);
 }
 
 }  // namespace paramlayout::hf

@@ -1,0 +1,225 @@
+// The mappings of Megatron-Bridge's newer text decoders (MiniMax-M2, EXAONE 4 and EXAONE-MoE,
+// Ling 2.0, Hunyuan 3, GLM-5, MiMo-V2-Flash), multimodal language models and the refused
+// DeepSeek-V4, param by param, on the shipped configs or on small configs written here (never
+// stand-ins for a real model). Shapes are worked out by hand from the configs' sizes.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "hf_test_configs.hpp"
+#include "paramlayout/synth.hpp"
+#include "test_support.hpp"
+
+using namespace paramlayout;
+using namespace paramlayout::test::hf;
+using paramlayout::test::synth_config;
+
+TEST_SUITE("synth") {
+  TEST_CASE("MiniMax-M2: full-dimension q/k norms split tp ways with the heads") {
+    // 48 heads x 128 and 8 key/value heads x 128, from the shipped MiniMax-M2.5 config.
+    const auto whole = shapes(synth_config("minimax-m2.5"));
+    CHECK(whole.at("decoder.layers.0.self_attention.q_layernorm.weight") == Shape{6144});
+    CHECK(whole.at("decoder.layers.0.self_attention.k_layernorm.weight") == Shape{1024});
+    SynthOptions tp8;
+    tp8.tp = 8;
+    const auto split = shapes(synth_config("minimax-m2.5", tp8));
+    CHECK(split.at("decoder.layers.0.self_attention.q_layernorm.weight") == Shape{768});
+    CHECK(split.at("decoder.layers.0.self_attention.k_layernorm.weight") == Shape{128});
+    // With fewer key/value heads than tp ranks, each rank holds one head's key norm.
+    json two = with("minimax-m2.5", {{"num_key_value_heads", 2}});
+    const auto few = shapes(synth_json(two, tp8));
+    CHECK(few.at("decoder.layers.0.self_attention.k_layernorm.weight") == Shape{128});
+    CHECK(contains(synth_error(with("minimax-m2.5", {{"shared_intermediate_size", 512}})),
+                   "/shared_intermediate_size: adds a shared expert"));
+  }
+
+  TEST_CASE("EXAONE 4: post-norm only, no fused input norms; q/k norms over one head") {
+    const SynthModel m = synth_config("exaone-4.0-1.2b");
+    CHECK(names_under(m, "decoder.layers.0.") ==
+          std::vector<std::string>{"self_attention.linear_proj.weight",
+                                   "self_attention.linear_proj.post_layernorm.weight",
+                                   "self_attention.linear_qkv.weight",
+                                   "self_attention.q_layernorm.weight",
+                                   "self_attention.k_layernorm.weight", "mlp.linear_fc1.weight",
+                                   "mlp.linear_fc2.weight",
+                                   "mlp.linear_fc2.post_layernorm.weight"});
+    // 32 heads + 2 x 8 key/value heads, of 64.
+    CHECK(shapes(m).at("decoder.layers.0.self_attention.linear_qkv.weight") == Shape{3072, 2048});
+  }
+
+  TEST_CASE("EXAONE-MoE: MoE where is_moe_layer says, shared expert, dense MTP layers") {
+    const json config = {{"architectures", {"ExaoneMoEForCausalLM"}},
+                         {"hidden_size", 64},
+                         {"intermediate_size", 96},
+                         {"moe_intermediate_size", 32},
+                         {"num_hidden_layers", 3},
+                         {"num_attention_heads", 4},
+                         {"num_key_value_heads", 2},
+                         {"head_dim", 16},
+                         {"vocab_size", 256},
+                         {"num_experts", 4},
+                         {"num_shared_experts", 1},
+                         {"is_moe_layer", {false, true, true}},
+                         {"num_nextn_predict_layers", 1},
+                         {"tie_word_embeddings", false}};
+    const auto s = shapes(synth_json(config));
+    CHECK(s.count("decoder.layers.0.mlp.linear_fc1.weight") == 1);
+    CHECK(s.at("decoder.layers.1.mlp.router.weight") == Shape{4, 64});
+    CHECK(s.at("decoder.layers.2.mlp.shared_experts.linear_fc1.weight") == Shape{64, 64});
+    CHECK(s.at("decoder.layers.0.self_attention.q_layernorm.weight") == Shape{16});
+    // The multi-token prediction layer is dense although the last decoder layer is not.
+    CHECK(s.at("mtp.layers.0.mtp_model_layer.mlp.linear_fc1.weight") == Shape{192, 64});
+    CHECK(s.count("mtp.layers.0.mtp_model_layer.mlp.router.weight") == 0);
+  }
+
+  TEST_CASE("Ling 2.0 and Hunyuan 3: q/k norms, first dense layers, shared experts") {
+    json ling = with("ling-mini-2.0", {{"num_shared_experts", 2}});
+    const SynthModel l = synth_json(ling);
+    // One shared expert of moe_intermediate_size, whatever num_shared_experts says (noted).
+    CHECK(shapes(l).at("decoder.layers.1.mlp.shared_experts.linear_fc1.weight") ==
+          Shape{1024, 2048});
+    CHECK(contains(l.notes.front(), "num_shared_experts 2: Megatron-Bridge builds one shared"));
+    const json hy = {{"architectures", {"HYV3ForCausalLM"}},
+                     {"hidden_size", 64},
+                     {"intermediate_size", 96},
+                     {"moe_intermediate_size", 32},
+                     {"num_hidden_layers", 3},
+                     {"num_attention_heads", 4},
+                     {"num_key_value_heads", 2},
+                     {"head_dim", 16},
+                     {"vocab_size", 256},
+                     {"num_experts", 4},
+                     {"num_shared_experts", 2},
+                     {"mlp_layer_types", {"dense", "sparse", "dense"}}};
+    const auto h = shapes(synth_json(hy));
+    CHECK(h.at("decoder.layers.1.mlp.shared_experts.linear_fc1.weight") == Shape{128, 64});
+    CHECK(h.count("decoder.layers.2.mlp.router.weight") == 0);
+    CHECK(h.at("decoder.layers.2.self_attention.k_layernorm.weight") == Shape{16});
+  }
+
+  TEST_CASE("a multimodal config's language model is read from text_config") {
+    const SynthModel m = synth_config("qwen3.5-35b-a3b");
+    CHECK(contains(m.notes.front(), "the language model only (under text_config)"));
+    // tie_word_embeddings is read from the top level, as Megatron-Bridge's VL bridges do.
+    json tied = shipped("qwen3.5-35b-a3b");
+    tied["tie_word_embeddings"] = true;
+    CHECK(shapes(synth_json(tied)).count("output_layer.weight") == 0);
+    json bare = shipped("qwen3.5-35b-a3b");
+    bare.erase("text_config");
+    CHECK(synth_error(bare) ==
+          "config.json: missing required key \"text_config\" (the language model's config, "
+          "for Qwen3_5MoeForConditionalGeneration)");
+    json wrong = shipped("qwen3.5-35b-a3b");
+    wrong["text_config"]["moe_latent_size"] = 64;
+    CHECK(contains(synth_error(wrong), "/text_config/moe_latent_size: changes the params"));
+  }
+
+  TEST_CASE("Qwen3-VL-MoE and Gemma 3 multimodal: the language model as Qwen3-MoE and Gemma 3") {
+    const json text = {{"hidden_size", 64},        {"intermediate_size", 96},
+                       {"moe_intermediate_size", 32}, {"num_hidden_layers", 2},
+                       {"num_attention_heads", 4},    {"num_key_value_heads", 2},
+                       {"head_dim", 16},              {"vocab_size", 256},
+                       {"num_experts", 4}};
+    const json vl = {{"architectures", {"Qwen3VLMoeForConditionalGeneration"}},
+                     {"text_config", text},
+                     {"vision_config", {{"depth", 27}}},
+                     {"tie_word_embeddings", false}};
+    const auto s = shapes(synth_json(vl));
+    CHECK(s.at("decoder.layers.1.mlp.experts.linear_fc1.weight3") == Shape{64, 64});
+    CHECK(s.at("decoder.layers.0.self_attention.q_layernorm.weight") == Shape{16});
+    CHECK(s.at("output_layer.weight") == Shape{256, 64});
+    json gemma = {{"architectures", {"Gemma3ForConditionalGeneration"}},
+                  {"text_config", shipped("gemma3-1b")}};
+    gemma["text_config"].erase("architectures");
+    const SynthModel g = synth_json(gemma);
+    CHECK(g.numel() == synth_config("gemma3-1b").numel());
+  }
+
+  TEST_CASE("GLM-5: sparse attention's indexer on the layers that compute their own top-k") {
+    const SynthModel all = synth_config("glm-5");
+    // Absorbed MLA: the indexer (core_attention's) first, unfused q/kv norms last.
+    CHECK(names_under(all, "decoder.layers.0.self_attention.") ==
+          std::vector<std::string>{"core_attention.indexer.linear_wq_b.weight",
+                                   "core_attention.indexer.linear_wk.weight",
+                                   "core_attention.indexer.k_norm.weight",
+                                   "core_attention.indexer.k_norm.bias",
+                                   "core_attention.indexer.linear_weights_proj.weight",
+                                   "linear_proj.weight", "linear_q_down_proj.weight",
+                                   "linear_q_up_proj.weight", "linear_kv_down_proj.weight",
+                                   "linear_kv_up_proj.weight", "q_layernorm.weight",
+                                   "kv_layernorm.weight"});
+    // 32 indexer heads x 128 over q_lora_rank 2048, not split; 64 heads x (192 + 64) split.
+    SynthOptions tp2;
+    tp2.tp = 2;
+    const auto s = shapes(synth_config("glm-5", tp2));
+    CHECK(s.at("decoder.layers.0.self_attention.core_attention.indexer.linear_wq_b.weight") ==
+          Shape{4096, 2048});
+    CHECK(s.at("decoder.layers.0.self_attention.linear_q_up_proj.weight") == Shape{8192, 2048});
+    // Every other layer from the third on reuses a top-k (layer numbers from 1, offset 2).
+    const auto shared = shapes(synth_json(
+        with("glm-5", {{"index_topk_freq", 2}, {"index_skip_topk_offset", 2}})));
+    const auto indexer = [&](int layer) {
+      return shared.count(fmt::format(
+          "decoder.layers.{}.self_attention.core_attention.indexer.linear_wk.weight", layer));
+    };
+    CHECK(indexer(0) == 1);
+    CHECK(indexer(1) == 1);
+    CHECK(indexer(2) == 0);
+    CHECK(indexer(3) == 1);
+    CHECK(indexer(4) == 0);
+  }
+
+  TEST_CASE("MiMo-V2-Flash: per-layer key/value heads, sinks on sliding layers, narrower values") {
+    const json config = {{"architectures", {"MiMoV2FlashForCausalLM"}},
+                         {"hidden_size", 64},
+                         {"intermediate_size", 96},
+                         {"moe_intermediate_size", 32},
+                         {"num_hidden_layers", 3},
+                         {"num_attention_heads", 4},
+                         {"num_key_value_heads", 2},
+                         {"swa_num_key_value_heads", 4},
+                         {"head_dim", 24},
+                         {"v_head_dim", 16},
+                         {"vocab_size", 256},
+                         {"n_routed_experts", 4},
+                         {"hybrid_layer_pattern", {0, 1, 1}},
+                         {"moe_layer_freq", {0, 1, 1}},
+                         {"num_nextn_predict_layers", 1}};
+    const auto s = shapes(synth_json(config));
+    // Full layer 0: 4 x 24 queries, 2 x (24 + 16) keys and values; no sink.
+    CHECK(s.at("decoder.layers.0.self_attention.linear_qkv.weight") == Shape{176, 64});
+    CHECK(s.count("decoder.layers.0.self_attention.core_attention.softmax_offset") == 0);
+    CHECK(s.at("decoder.layers.0.self_attention.linear_proj.weight") == Shape{64, 64});
+    // Sliding layer 1: 4 key/value heads and a sink per head.
+    CHECK(s.at("decoder.layers.1.self_attention.linear_qkv.weight") == Shape{256, 64});
+    CHECK(s.at("decoder.layers.1.self_attention.core_attention.softmax_offset") == Shape{4});
+    CHECK(s.at("decoder.layers.1.mlp.router.weight") == Shape{4, 64});
+    // The multi-token prediction layer: dense, sliding-window attention.
+    CHECK(s.at("mtp.layers.0.mtp_model_layer.self_attention.linear_qkv.weight") == Shape{256, 64});
+    CHECK(s.at("mtp.layers.0.mtp_model_layer.mlp.linear_fc1.weight") == Shape{192, 64});
+  }
+
+  TEST_CASE("Qwen3.5 dense: Qwen3.5's gated delta net and gated attention over a dense MLP") {
+    json text = shipped("qwen3.5-35b-a3b").at("text_config");
+    for (const char* key : {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                            "shared_expert_intermediate_size"}) {
+      text.erase(key);
+    }
+    text["intermediate_size"] = 6144;
+    text["architectures"] = {"Qwen3_5ForCausalLM"};
+    const auto s = shapes(synth_json(text));
+    // 16 heads of 256 with their output gates and 2 x 2 key/value heads: (32 + 4) x 256.
+    CHECK(s.at("decoder.layers.3.self_attention.linear_qkv.weight") == Shape{9216, 2048});
+    CHECK(s.at("decoder.layers.0.self_attention.in_proj.weight") == Shape{12352, 2048});
+    CHECK(s.at("decoder.layers.0.mlp.linear_fc1.weight") == Shape{12288, 2048});
+    CHECK(s.at("mtp.layers.0.mtp_model_layer.mlp.linear_fc2.weight") == Shape{2048, 6144});
+  }
+
+  TEST_CASE("DeepSeek-V4 is refused, naming the attention Megatron-LM lacks") {
+    CHECK(contains(synth_error(json{{"architectures", {"DeepseekV4ForCausalLM"}}}),
+                   "/architectures/0: DeepseekV4ForCausalLM needs Megatron-LM's attention "
+                   "variant \"dsv4_hybrid\""));
+  }
+
+}
