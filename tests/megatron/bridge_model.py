@@ -27,7 +27,14 @@ def bridge_provider(hf_config_path):
         names = ", ".join(config.architectures or [data.get("model_type", "?")])
         raise OutOfReach(f"Megatron-Bridge maps no bridge for {names}; judge it through its "
                          "launch line (the model's sizes as arguments)") from None
-    return bridge.to_megatron_provider(load_weights=False)
+    try:
+        return bridge.to_megatron_provider(load_weights=False)
+    except AttributeError as e:
+        if getattr(e, "obj", None) is not config:
+            raise
+        raise OutOfReach(f"Megatron-Bridge's bridge reads the config field {e.name!r}, which "
+                         f"this config and transformers' {type(config).__name__} do not "
+                         "define") from None
 
 
 # What the launch line decides for a Bridge-built model: how it is split and its precision
@@ -66,8 +73,12 @@ def bridge_model_provider(args, provider, line):
               pg_collection=None):
         # provide_distributed_model hands the provider get_model's process groups so.
         provider._pg_collection = pg_collection
-        return provider.provide(pre_process=pre_process, post_process=post_process,
-                                vp_stage=vp_stage)
+        model = provider.provide(pre_process=pre_process, post_process=post_process,
+                                 vp_stage=vp_stage)
+        # A multimodal model's language model alone: `job` plans the decoder, the vision
+        # or audio tower left out (docs/exactness.md).
+        language_model = getattr(model, "language_model", None)
+        return model if language_model is None else language_model
     return build
 
 
