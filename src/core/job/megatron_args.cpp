@@ -352,6 +352,42 @@ void reject_unmodelled(ArgMap& a) {
   }
 }
 
+/// What Megatron-LM's own model code refuses of the model the line builds, beyond its
+/// argument checks. `from_line`: the model comes from the line's arguments (with --hf-config
+/// Megatron-Bridge's provider builds it, and decides the fusions itself).
+void reject_what_megatron_builds_not(ArgMap& a, const JobSpec& job, bool from_line) {
+  const ModelSpec& m = job.model;
+  const bool experts = m.moe.num_experts > 0;
+  if (experts && m.add_bias_linear && job.parallel.etp != 1) {
+    // megatron/core/transformer/transformer_config.py:2612-2615
+    a.fail("--expert-tensor-parallel-size",
+           fmt::format("is {}: Megatron-LM builds biases on MoE experts only at expert tensor "
+                       "parallel size 1 (transformer_config.py: \"Bias in Moe is only supported "
+                       "when ETP==1\"); give --disable-bias-linear or "
+                       "--expert-tensor-parallel-size 1",
+                       job.parallel.etp));
+  }
+  if (!from_line) return;
+  // Transformer Engine's grouped experts (TEGroupedMLP: --moe-grouped-gemm, and every hybrid
+  // model's experts) with biases refuse bias-dropout fusion, which is on unless
+  // --no-bias-dropout-fusion (megatron/core/transformer/moe/experts.py:205-207).
+  const bool te_grouped = experts && !m.local_spec && (m.moe.grouped_gemm || m.hybrid);
+  if (te_grouped && m.add_bias_linear && !a.flag("--no-bias-dropout-fusion")) {
+    a.fail("--moe-grouped-gemm", "with biases on the experts needs --no-bias-dropout-fusion "
+                                 "(or --disable-bias-linear): Megatron-LM's TEGroupedMLP refuses "
+                                 "bias-dropout fusion with biases");
+  }
+  // hybrid_builders.py:22-25: a hybrid model is built from the stack spec --spec names.
+  const std::optional<std::vector<std::string>> spec = a.values("--spec");
+  if (m.hybrid && (!spec || spec->empty())) {
+    a.fail("--hybrid-layer-pattern", "builds a hybrid model, which Megatron-LM builds from the "
+                                     "layer spec --spec names: give --spec "
+                                     "megatron.core.models.hybrid.hybrid_layer_specs "
+                                     "hybrid_stack_spec (hybrid_builders.py refuses the line "
+                                     "without it)");
+  }
+}
+
 }  // namespace
 
 Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
@@ -379,6 +415,7 @@ Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
   }
   read_parallel(a, job);
   if (!a.failed()) read_pipeline(a, job);
+  if (!a.failed()) reject_what_megatron_builds_not(a, job, hf == nullptr);
   job.pipeline.hybrid_stage_layers = hybrid_stages;
   if (!a.failed()) read_optimizer(a, job);
   if (!a.failed()) job::read_quantized_params(a, job);
