@@ -174,6 +174,23 @@ TEST_SUITE("job") {
               .find("--vocab-size: is required") == 0);
   }
 
+  TEST_CASE("models Megatron-LM's model code refuses are refused") {
+    // transformer_config.py:2612-2615: biases on MoE experts only at etp 1 (etp defaults to tp).
+    const Args moe = small_model() + Args{"--num-experts", "4"};
+    CHECK(job_error(moe + Args{"--tensor-model-parallel-size", "2"}, 2)
+              .find("--expert-tensor-parallel-size: is 2: Megatron-LM builds biases on MoE "
+                    "experts only at expert tensor parallel size 1") == 0);
+    CHECK(job(moe + Args{"--tensor-model-parallel-size", "2", "--expert-tensor-parallel-size",
+                         "1"},
+              2)
+              .parallel.etp == 1);
+    // moe/experts.py:205-207: TE's grouped experts with biases refuse bias-dropout fusion.
+    CHECK(job_error(moe + Args{"--moe-grouped-gemm"}, 1).find("--moe-grouped-gemm: with biases") ==
+          0);
+    CHECK(job(moe + Args{"--moe-grouped-gemm", "--no-bias-dropout-fusion"}, 1).model.moe
+              .grouped_gemm);
+  }
+
   TEST_CASE("a model argument that disagrees with --hf-config is named") {
     const HfModel llama = hf_config("llama3-8b");
     CHECK(job({"--num-layers", "32", "--swiglu"}, 1, &llama).model.num_layers() == 32);
