@@ -15,20 +15,14 @@ using namespace paramlayout;
 using paramlayout::test::expect_ok;
 using paramlayout::test::read_text;
 using paramlayout::test::source_path;
-using Args = std::vector<std::string>;
+using paramlayout::test::Args;
+using paramlayout::test::operator+;
 
 namespace {
 
 /// A small GPT described by Megatron-LM's model arguments.
 Args small_model(std::int64_t layers = 4) {
-  return {"--num-layers", std::to_string(layers), "--hidden-size", "64",
-          "--num-attention-heads", "4", "--vocab-size", "1000",
-          "--max-position-embeddings", "128"};
-}
-
-Args operator+(Args a, const Args& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
+  return test::small_gpt_args(layers) + Args{"--vocab-size", "1000"};
 }
 
 JobSpec job(const Args& args, std::int64_t world, const HfModel* hf = nullptr) {

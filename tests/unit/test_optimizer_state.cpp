@@ -24,7 +24,8 @@
 
 using namespace paramlayout;
 using paramlayout::test::expect_ok;
-using Args = std::vector<std::string>;
+using paramlayout::test::Args;
+using paramlayout::test::operator+;
 
 namespace {
 
@@ -32,23 +33,7 @@ int bytes(const OptimizerOptions &o, DType param, DType grad, bool layerwise = f
   return optimizer_state_bytes(o, param, grad, layerwise).total();
 }
 
-Args small_model() {
-  return {"--num-layers",
-          "2",
-          "--hidden-size",
-          "64",
-          "--num-attention-heads",
-          "4",
-          "--vocab-size",
-          "1000",
-          "--max-position-embeddings",
-          "128"};
-}
-
-Args operator+(Args a, const Args &b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
+Args small_model() { return test::small_gpt_args(2) + Args{"--vocab-size", "1000"}; }
 
 /// The job's optimizer state per rank, and the elements each rank owns.
 std::pair<std::int64_t, std::int64_t> state_and_owned(const Args &args, std::int64_t world) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "paramlayout/error.hpp"
 #include "paramlayout/synth.hpp"
@@ -35,6 +36,22 @@ T expect_ok(Result<T> result) {
 inline SynthModel synth_config(const std::string& config, const SynthOptions& options = {}) {
   const std::string path = source_path("testdata/configs/" + config + ".json");
   return expect_ok(synth_model(read_text(path), path, options));
+}
+
+/// A launch line's arguments, after `--`.
+using Args = std::vector<std::string>;
+
+/// `a`, then `b`.
+inline Args operator+(Args a, const Args& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+/// A small GPT described by Megatron-LM's model arguments: `layers` layers, hidden size 64,
+/// 4 heads, 128 positions, without a vocabulary.
+inline Args small_gpt_args(std::int64_t layers) {
+  return {"--num-layers", std::to_string(layers), "--hidden-size", "64",
+          "--num-attention-heads", "4", "--max-position-embeddings", "128"};
 }
 
 }  // namespace paramlayout::test

@@ -16,7 +16,8 @@
 using namespace paramlayout;
 using namespace paramlayout::job;
 using paramlayout::test::expect_ok;
-using Args = std::vector<std::string>;
+using paramlayout::test::Args;
+using paramlayout::test::operator+;
 
 namespace {
 
@@ -49,21 +50,7 @@ std::string tiktoken_json(int ranks) {
   return out + "]";
 }
 
-Args small_model() {
-  return {"--num-layers",
-          "2",
-          "--hidden-size",
-          "64",
-          "--num-attention-heads",
-          "4",
-          "--max-position-embeddings",
-          "128"};
-}
-
-Args operator+(Args a, const Args &b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
+Args small_model() { return test::small_gpt_args(2); }
 
 /// The job's vocabulary with these files readable.
 Result<JobSpec> with_files(const Args &args, std::map<std::string, std::string> files) {
