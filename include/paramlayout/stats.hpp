@@ -70,6 +70,10 @@ struct BytesPerRank {
   bool add(const BytesPerRank& other);
 };
 
+/// The elements of `buffer` whose optimizer state one rank keeps: its shard of a sharded
+/// buffer (whole shards: numel is a multiple of the shard count), all of an unpadded one.
+std::int64_t optimizer_elements_per_rank(const BufferLayout& buffer);
+
 /// What one buffer needs per rank, padding included: nullopt when a figure does not fit in
 /// 64 bits.
 std::optional<BytesPerRank> buffer_bytes_per_rank(const BufferLayout& buffer);

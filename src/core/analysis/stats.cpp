@@ -107,10 +107,12 @@ bool BytesPerRank::add(const BytesPerRank& other) {
   return true;
 }
 
+std::int64_t optimizer_elements_per_rank(const BufferLayout& b) {
+  return b.strategy == Strategy::unpadded ? b.numel : b.numel / b.num_shards.value_or(1);
+}
+
 std::optional<BytesPerRank> buffer_bytes_per_rank(const BufferLayout& b) {
-  // Sharded buffers hold whole shards: numel is a multiple of the shard count.
-  const std::int64_t owned =
-      b.strategy == Strategy::unpadded ? b.numel : b.numel / b.num_shards.value_or(1);
+  const std::int64_t owned = optimizer_elements_per_rank(b);
   const std::optional<std::int64_t> params = checked_mul(b.numel, dtype_bytes(b.key.param_dtype));
   const std::optional<std::int64_t> grads = checked_mul(b.numel, dtype_bytes(b.key.grad_dtype));
   const std::optional<std::int64_t> optimizer =

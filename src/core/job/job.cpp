@@ -23,11 +23,10 @@ bool charge_optimizer_state(const Layout& layout, const OptimizerOptions& optimi
   BytesPerRank total;
   for (std::size_t i = 0; i < layout.buffers.size(); ++i) {
     const BufferLayout& b = layout.buffers[i];
-    const std::int64_t owned =
-        b.strategy == Strategy::unpadded ? b.numel : b.numel / b.num_shards.value_or(1);
     const OptimizerStateBytes per_element = optimizer_state_bytes(
         optimizer, b.key.param_dtype, b.key.grad_dtype, b.key.layerwise);
-    const std::optional<std::int64_t> bytes = checked_mul(owned, per_element.total());
+    const std::optional<std::int64_t> bytes =
+        checked_mul(optimizer_elements_per_rank(b), per_element.total());
     if (!bytes) return false;
     BytesPerRank& buffer = stats.buffers[i].bytes_per_rank;
     buffer.optimizer = *bytes;
