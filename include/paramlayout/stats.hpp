@@ -68,6 +68,8 @@ struct BytesPerRank {
   std::int64_t total() const;
   /// Adds `other`; false when a figure or the total would not fit in 64 bits.
   bool add(const BytesPerRank& other);
+
+  bool operator==(const BytesPerRank&) const = default;
 };
 
 /// The elements of `buffer` whose optimizer state one rank keeps: its shard of a sharded

@@ -114,7 +114,8 @@ void setup_synth(CLI::App& sub, SynthCommand& command);
 Result<ExitCode> run_synth(const SynthCommand& command);
 
 struct JobCommand {
-  std::int64_t world_size = 0;
+  std::int64_t world_size = 0;  ///< 0: not given
+  std::string from;             ///< "" or an earlier job whose launch is replayed
   std::string hf_config;  ///< "" when the model arguments describe the model
   std::string output;     ///< "" for the summary only
   std::string packer = "megatron";

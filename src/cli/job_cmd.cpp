@@ -7,47 +7,45 @@
 #include "commands.hpp"
 #include "flags.hpp"
 #include "io.hpp"
-#include "paramlayout/hf_config.hpp"
-#include "paramlayout/layout_json.hpp"
-#include "paramlayout/megatron_args.hpp"
+#include "job_input.hpp"
+#include "launch.hpp"
+#include "paramlayout/job_record.hpp"
 #include "paramlayout/text.hpp"
 #include "summary.hpp"
 
 namespace paramlayout::cli {
 namespace {
 
-/// The model's name: --model, else the config's folder or file name, else "model".
-std::string model_name(const JobCommand& c) {
-  if (!c.model.empty()) return c.model;
-  if (c.hf_config.empty()) return "model";
-  const std::filesystem::path path(c.hf_config);
-  return path.filename() == "config.json" && path.has_parent_path()
-             ? path.parent_path().filename().string()
-             : path.stem().string();
-}
+/// The launch the command line gives, or the one `--from` names (and the directory its
+/// file paths are relative to).
+struct LaunchInput {
+  LaunchRecord launch;
+  std::optional<std::filesystem::path> recorded_in;
+  std::string recorded_generator;  ///< the paramlayout that wrote --from's job.json
+};
 
-Result<JobSpec> read_job(const JobCommand& c) {
-  std::optional<HfModel> hf;
-  if (!c.hf_config.empty()) {
-    Result<std::string> text = read_file(c.hf_config);
-    if (!text) return text.error();
-    Result<HfModel> model = read_hf_config(*text, c.hf_config);
-    if (!model) return model.error();
-    hf = std::move(*model);
+Result<LaunchInput> launch_input(const JobCommand& c) {
+  if (c.from.empty()) {
+    if (c.world_size == 0) return Error{"--world-size is required (or --from JOB to replay one)"};
+    LaunchRecord launch;
+    launch.world_size = c.world_size;
+    launch.args = c.args;
+    if (!c.hf_config.empty()) launch.hf_config = c.hf_config;
+    launch.packer = c.packer;
+    if (!c.model.empty()) launch.model = c.model;
+    return LaunchInput{std::move(launch), std::nullopt, {}};
   }
-  // Tokenizer files the line names, where they are (paths as the launch script gives them).
-  const FileReader files = [](const std::string& path) -> std::optional<std::string> {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
-    Result<std::string> text = read_file(path);
-    return text ? std::optional<std::string>(std::move(*text)) : std::nullopt;
-  };
-  Result<JobSpec> job =
-      job_from_megatron_args(c.args, c.world_size, hf ? &*hf : nullptr, files);
+  if (c.world_size != 0 || !c.hf_config.empty() || !c.args.empty() || !c.model.empty()) {
+    return Error{"--from replays the launch job.json records: give no --world-size, "
+                 "--hf-config, --model or arguments with it"};
+  }
+  Result<JobInput> job = read_job_record(c.from, kDefaultMaxInputBytes);
   if (!job) return job.error();
-  job->model_name = model_name(c);
-  job->packer = *parse_packer(c.packer);
-  return job;
+  if (!job->record.launch) {
+    return Error{fmt::format("{}: records no launch to replay (written by {})",
+                             job->json_path, job->record.generator)};
+  }
+  return LaunchInput{*job->record.launch, job->dir, job->record.generator};
 }
 
 /// "E 0-2", "33-34", "59-60 mtp 0 L": what a chunk builds.
@@ -142,30 +140,19 @@ void print_table(std::FILE* out, const JobSpec& job, const JobPlan& plan) {
   print_busiest_stage(out, traffic);
 }
 
-Result<void> write_outputs(const std::string& dir, const JobSpec& job, const JobPlan& plan) {
+Result<void> write_outputs(const std::string& dir, const std::vector<JobFile>& files) {
   if (Result<void> made = make_output_directory(dir); !made) return made;
   const std::filesystem::path base(dir);
-  for (const JobChunk& c : plan.chunks) {
-    const std::string stem = chunk_file_stem(c.placement);
-    if (Result<void> r = write_output((base / (stem + ".manifest.json")).string(),
-                                      write_manifest_json(c.manifest));
-        !r) {
-      return r;
-    }
-    if (Result<void> r = write_output((base / (stem + ".layout.json")).string(),
-                                      write_layout_json(c.layout, stats_to_json(c.stats)));
-        !r) {
-      return r;
-    }
+  for (const JobFile& f : files) {
+    if (Result<void> r = write_output((base / f.name).string(), f.content); !r) return r;
   }
-  return write_output((base / "job.json").string(), write_job_json(job, plan));
+  return {};
 }
 
 }  // namespace
 
 void setup_job(CLI::App& sub, JobCommand& command) {
   sub.add_option("--world-size", command.world_size, "GPUs the job runs on")
-      ->required()
       ->check(integer_in(1, std::int64_t{1} << 24));
   sub.add_option("--hf-config", command.hf_config,
                  "The model's Hugging Face config.json (else Megatron-LM's model arguments "
@@ -181,6 +168,10 @@ void setup_job(CLI::App& sub, JobCommand& command) {
       ->check(one_of({"megatron", "balanced"}))
       ->capture_default_str();
   sub.add_option("--model", command.model, "The model's name in the manifests");
+  sub.add_option("--from", command.from,
+                 "Plan again the launch an earlier job recorded (its directory or job.json), "
+                 "with the files it read as they are now")
+      ->type_name("JOB");
   sub.add_flag("-q,--quiet", command.quiet, "No summary");
   sub.add_option("ARGS", command.args,
                  "Megatron-LM's training arguments, after --, as in the launch script")
@@ -193,21 +184,30 @@ void setup_job(CLI::App& sub, JobCommand& command) {
 }
 
 Result<ExitCode> run_job(const JobCommand& command) {
-  Result<JobSpec> job = read_job(command);
-  if (!job) return job.error();
-  Result<JobPlan> plan = plan_job(*job);
-  if (!plan) return plan.error();
+  Result<LaunchInput> input = launch_input(command);
+  if (!input) return input.error();
+  Result<PlannedLaunch> planned = plan_launch(input->launch, input->recorded_in);
+  if (!planned) return planned.error();
+  const JobSpec& job = planned->spec;
+  const JobPlan& plan = planned->plan;
+  if (input->recorded_in) {
+    for (const std::string& change : changed_files(input->launch, planned->files)) {
+      fmt::print(stderr, "paramlayout: note: {}\n", change);
+    }
+  }
   if (!command.output.empty()) {
-    if (Result<void> written = write_outputs(command.output, *job, *plan); !written) {
+    const LaunchRecord launch = record_launch(input->launch, planned->files, command.output);
+    if (Result<void> written = write_outputs(command.output, job_files(job, plan, launch));
+        !written) {
       return written.error();
     }
   }
   if (!command.quiet) {
-    print_header(stdout, *job, *plan);
-    print_table(stdout, *job, *plan);
+    print_header(stdout, job, plan);
+    print_table(stdout, job, plan);
     if (!command.output.empty()) {
       fmt::print("wrote {} files to {}: job.json and each stageS.chunkC's manifest and layout\n",
-                 2 * plan->chunks.size() + 1, command.output);
+                 2 * plan.chunks.size() + 1, command.output);
     }
   }
   return kExitOk;
