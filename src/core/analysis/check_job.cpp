@@ -19,7 +19,8 @@ class Findings {
   void expect(const std::string& where, std::string_view what, const T& recorded,
               const T& actual) {
     if (recorded == actual) return;
-    out_.push_back({where, fmt::format("job.json records {} {}, its files give {}", what,
+    out_.push_back({where, fmt::format("{}records {} {}, its files give {}",
+                                       where == "job.json" ? "" : "job.json ", what,
                                        shown(recorded), shown(actual))});
   }
   void add(const std::string& where, std::string what) { out_.push_back({where, std::move(what)}); }
