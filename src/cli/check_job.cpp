@@ -159,10 +159,15 @@ std::string holds_line(const LoadedJob& job, bool replanned) {
     buffers += c.layout.buffers.size();
     for (const BufferLayout& b : c.layout.buffers) buckets += b.buckets.size();
   }
-  return fmt::format("{}: holds: {} chunks, {} params in {} buffers and {} buckets keep every "
-                     "promise, and job.json agrees with its files{}",
-                     job.job.json_path, job.chunks.size(), group_digits(params),
-                     group_digits(buffers), group_digits(buckets),
+  const auto counted = [](std::size_t n, std::string_view noun) {
+    return fmt::format("{} {}{}", group_digits(static_cast<std::int64_t>(n)), noun,
+                       n == 1 ? "" : "s");
+  };
+  return fmt::format("{}: holds: {}, {} in {} and {} keep every promise, and job.json agrees "
+                     "with its files{}",
+                     job.job.json_path, counted(job.chunks.size(), "chunk"),
+                     counted(params, "param"), counted(buffers, "buffer"),
+                     counted(buckets, "bucket"),
                      replanned ? "; the recorded launch plans the same job today" : "");
 }
 
