@@ -117,6 +117,7 @@ struct JobCommand {
   std::int64_t world_size = 0;
   std::string hf_config;  ///< "" when the model arguments describe the model
   std::string output;     ///< "" for the summary only
+  bool replace = false;   ///< replace `output` even when it holds files not a job's
   std::string packer = "megatron";
   std::string model;  ///< "" for a name from the config's path
   bool quiet = false;

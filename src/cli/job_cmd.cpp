@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "flags.hpp"
 #include "io.hpp"
+#include "job_directory.hpp"
 #include "paramlayout/hf_config.hpp"
 #include "paramlayout/layout_json.hpp"
 #include "paramlayout/megatron_args.hpp"
@@ -142,23 +143,16 @@ void print_table(std::FILE* out, const JobSpec& job, const JobPlan& plan) {
   print_busiest_stage(out, traffic);
 }
 
-Result<void> write_outputs(const std::string& dir, const JobSpec& job, const JobPlan& plan) {
-  if (Result<void> made = make_output_directory(dir); !made) return made;
-  const std::filesystem::path base(dir);
-  for (const JobChunk& c : plan.chunks) {
-    const std::string stem = chunk_file_stem(c.placement);
-    if (Result<void> r = write_output((base / (stem + ".manifest.json")).string(),
-                                      write_manifest_json(c.manifest));
-        !r) {
-      return r;
-    }
-    if (Result<void> r = write_output((base / (stem + ".layout.json")).string(),
-                                      write_layout_json(c.layout, stats_to_json(c.stats)));
-        !r) {
-      return r;
-    }
+Result<void> write_outputs(const JobCommand& c, const JobSpec& job, const JobPlan& plan) {
+  std::vector<OutputFile> files;
+  for (const JobChunk& chunk : plan.chunks) {
+    const std::string stem = chunk_file_stem(chunk.placement);
+    files.push_back({stem + ".manifest.json", write_manifest_json(chunk.manifest)});
+    files.push_back(
+        {stem + ".layout.json", write_layout_json(chunk.layout, stats_to_json(chunk.stats))});
   }
-  return write_output((base / "job.json").string(), write_job_json(job, plan));
+  files.push_back({"job.json", write_job_json(job, plan)});
+  return write_job_directory(c.output, files, c.replace);
 }
 
 }  // namespace
@@ -175,6 +169,8 @@ void setup_job(CLI::App& sub, JobCommand& command) {
                  "Write stageS.chunkC.{manifest,layout}.json and job.json into this directory "
                  "(without it, only the summary)")
       ->type_name("DIR");
+  sub.add_flag("--replace", command.replace,
+               "Replace DIR even when it holds files that are not a job's (deleted with it)");
   sub.add_option("--packer", command.packer,
                  "Layerwise packing: megatron (Megatron-LM's, bit-exact) or balanced")
       ->type_name("NAME")
@@ -198,7 +194,7 @@ Result<ExitCode> run_job(const JobCommand& command) {
   Result<JobPlan> plan = plan_job(*job);
   if (!plan) return plan.error();
   if (!command.output.empty()) {
-    if (Result<void> written = write_outputs(command.output, *job, *plan); !written) {
+    if (Result<void> written = write_outputs(command, *job, *plan); !written) {
       return written.error();
     }
   }
