@@ -51,8 +51,7 @@ Result<Place> locate(const std::string& dir) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr),
-                                                     &std::free);
+    std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
     if (!real) {
       if (errno == ENOENT) {
         return Error{fmt::format("{}: a symbolic link to nothing: give the job directory itself",
@@ -120,18 +119,17 @@ Result<std::optional<mode_t>> check_existing(const std::string& dir, const std::
     return io_error(dir, "cannot use as the job directory");
   }
   if (!S_ISDIR(st.st_mode)) {
-    return Error{fmt::format("{}: cannot use as the job directory: a file of that name is in "
-                             "the way",
-                             excerpt(dir))};
+    return Error{fmt::format(
+        "{}: cannot use as the job directory: a file of that name is in the way", excerpt(dir))};
   }
   Result<Contents> contents = read_contents(path);
   if (!contents) return contents.error();
   if (!contents->foreign.empty() && !replace_foreign) {
     return Error{fmt::format(
-        "{}: {}: {}; they would be deleted with the job it holds (--replace replaces the "
-        "directory and all it holds)",
+        "{}: {} {}; a job directory is replaced whole, so they would be deleted (--replace "
+        "deletes them)",
         excerpt(dir),
-        contents->has_job_json ? "holds files that are not the job's"
+        contents->has_job_json ? "holds files that are not a job's:"
                                : "not a job directory (no job.json), it holds",
         list_names(contents->foreign))};
   }

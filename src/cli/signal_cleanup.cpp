@@ -37,7 +37,8 @@ void remove_directory_in_handler() {
         std::uint16_t length = 0;
         std::memcpy(&length, g_entries + at + 16, sizeof length);
         const char* name = g_entries + at + 19;
-        const bool dots = name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+        const bool dots =
+            name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
         if (!dots && ::unlinkat(fd, name, 0) == 0) removed = true;
         if (length == 0) break;
         at += length;
@@ -71,8 +72,8 @@ RemovedOnSignal::RemovedOnSignal(const std::string& path, Kind kind) {
   sigemptyset(&action.sa_mask);
   for (std::size_t i = 0; i < kFatalSignals.size(); ++i) {
     ::sigaction(kFatalSignals[i], nullptr, &previous_[i]);
-    installed_[i] = previous_[i].sa_handler == SIG_DFL &&
-                    ::sigaction(kFatalSignals[i], &action, nullptr) == 0;
+    installed_[i] =
+        previous_[i].sa_handler == SIG_DFL && ::sigaction(kFatalSignals[i], &action, nullptr) == 0;
   }
 }
 

@@ -9,12 +9,13 @@
 namespace paramlayout::cli {
 
 /// The signals that end the process by default and that it can catch.
-inline constexpr std::array kFatalSignals = {SIGHUP, SIGINT,  SIGQUIT, SIGTERM, SIGPIPE,
+inline constexpr std::array kFatalSignals = {SIGHUP,  SIGINT,  SIGQUIT, SIGTERM, SIGPIPE,
                                              SIGALRM, SIGXFSZ, SIGUSR1, SIGUSR2};
 
-/// While alive, a catchable fatal signal (`kFatalSignals`) removes the path it guards before the process ends: a file, or a directory with the files
-/// in it. One path is guarded at a time; signals the process ignores stay ignored. Create the
-/// path and the guard under `FatalSignalsBlocked` so that no signal falls between the two.
+/// While alive, a catchable fatal signal (`kFatalSignals`) removes the path it guards before the
+/// process ends: a file, or a directory with the files in it. One path is guarded at a time;
+/// signals the process ignores stay ignored. Create the path and the guard under
+/// `FatalSignalsBlocked` so that no signal falls between the two.
 class RemovedOnSignal {
  public:
   enum class Kind : bool { file, directory };
