@@ -4,10 +4,14 @@ only the new job's files; files that are not a job's are refused (exit 2, named)
 --replace; a run killed by SIGINT, SIGTERM or SIGKILL at many points leaves DIR exactly the
 old job or exactly the new one, never a mix, and what it leaves beside DIR is named as a
 paramlayout leftover and removed by the next run. The two jobs compared against are written
-by complete runs into directories of their own.
+by complete runs into directories of their own. With NO_EXCHANGE_LIB (a library that makes
+renameat2 refuse RENAME_EXCHANGE, preloaded), the same again the way a filesystem that cannot
+exchange two names is served: DIR renamed aside, the new job renamed in.
 
-Usage: job_directory_tests.py PARAMLAYOUT SOURCE_ROOT
+Usage: job_directory_tests.py PARAMLAYOUT SOURCE_ROOT [NO_EXCHANGE_LIB]
 """
+import ctypes
+import errno
 import os
 import random
 import re
@@ -21,6 +25,7 @@ from pathlib import Path
 
 BINARY = ""
 ROOT = Path()
+NO_EXCHANGE_LIB = ""
 
 SMALL = ["--num-layers", "8", "--hidden-size", "64", "--num-attention-heads", "4",
          "--vocab-size", "1000", "--max-position-embeddings", "64", "--bf16",
@@ -47,9 +52,17 @@ def deepseek_command(out, world):
             *DEEPSEEK]
 
 
-def run(command):
+def run(command, env=None):
     return subprocess.run(command, capture_output=True, text=True, errors="replace",
-                          timeout=300)
+                          timeout=300, env=env)
+
+
+def without_exchange():
+    """The environment that preloads NO_EXCHANGE_LIB (under AddressSanitizer too)."""
+    env = dict(os.environ, LD_PRELOAD=NO_EXCHANGE_LIB)
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"),
+                                                 "verify_asan_link_order=0"]))
+    return env
 
 
 def snapshot(directory):
@@ -63,6 +76,8 @@ def pp_line(pp):
 
 
 class Replan(unittest.TestCase):
+    env = None  # the environment `job` runs in
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.base = Path(self.tmp.name)
@@ -74,12 +89,12 @@ class Replan(unittest.TestCase):
     def fresh(self, name, world, args):
         """The job as a complete run writes it into a directory of its own."""
         out = self.base / "fresh" / name
-        result = run(job_command(out, world, args))
+        result = run(job_command(out, world, args), self.env)
         self.assertEqual(result.returncode, 0, result.stderr)
         return snapshot(out)
 
     def job(self, world, args, *flags):
-        return run(job_command(self.dir, world, args, *flags))
+        return run(job_command(self.dir, world, args, *flags), self.env)
 
     def assert_beside_dir_only(self, *names):
         self.assertEqual(sorted(p.name for p in self.base.iterdir() if p.name != "fresh"),
@@ -145,7 +160,7 @@ class Replan(unittest.TestCase):
 
     def test_the_directory_a_link_names_is_replaced_and_the_link_kept(self):
         real = self.base / "real"
-        self.assertEqual(run(job_command(real, 8, pp_line(8))).returncode, 0)
+        self.assertEqual(run(job_command(real, 8, pp_line(8)), self.env).returncode, 0)
         self.dir.symlink_to("real")
         result = self.job(2, pp_line(2))
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -163,7 +178,7 @@ class Replan(unittest.TestCase):
 
     def test_the_current_directory_is_refused(self):
         result = subprocess.run(job_command(".", 2, pp_line(2)), cwd=self.base,
-                                capture_output=True, text=True)
+                                capture_output=True, text=True, env=self.env)
         self.assertEqual(result.returncode, 2)
         self.assertIn("needs a name of its own", result.stderr)
         self.assertEqual(os.listdir(self.base), [])
@@ -199,6 +214,7 @@ class Killed(unittest.TestCase):
     first sign of writing (a new entry beside DIR or in it) plus a short random delay."""
 
     POINTS = 10  # per signal and kind of point
+    env = None  # the environment `job` runs in
 
     @classmethod
     def setUpClass(cls):
@@ -207,13 +223,13 @@ class Killed(unittest.TestCase):
         cls.jobs = {}
         for world in (1024, 2048):
             out = cls.base / f"fresh{world}"
-            result = run(deepseek_command(out, world))
+            result = run(deepseek_command(out, world), cls.env)
             assert result.returncode == 0, result.stderr
             cls.jobs[world] = snapshot(out)
         assert cls.jobs[1024] != cls.jobs[2048]
         start = time.monotonic()
         for _ in range(3):
-            run(deepseek_command(cls.base / "timing", 1024))
+            run(deepseek_command(cls.base / "timing", 1024), cls.env)
         cls.run_seconds = (time.monotonic() - start) / 3
 
     @classmethod
@@ -237,7 +253,7 @@ class Killed(unittest.TestCase):
             for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 signal.signal(s, signal.SIG_DFL)
         return subprocess.Popen(deepseek_command(out, world), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, preexec_fn=defaults)
+                                stderr=subprocess.PIPE, preexec_fn=defaults, env=self.env)
 
     @staticmethod
     def wait_for_writing(process, base, out, deadline):
@@ -258,9 +274,9 @@ class Killed(unittest.TestCase):
         base.mkdir()
         out = base / "job"
         leftover = leftover_pattern("job")
-        self.assertEqual(run(deepseek_command(out, 1024)).returncode, 0)
+        self.assertEqual(run(deepseek_command(out, 1024), self.env).returncode, 0)
         current = 1024
-        outcomes = {"old": 0, "new": 0, "leftovers": 0}
+        outcomes = {"old": 0, "new": 0, "leftovers": 0, "between renames": 0}
         i = 0
         # The points set, then more (later ones) until some fell on each side of the exchange.
         while i < 2 * self.POINTS or (min(outcomes["old"], outcomes["new"]) == 0 and
@@ -277,18 +293,29 @@ class Killed(unittest.TestCase):
             process.send_signal(sig)
             _, err = process.communicate(timeout=60)
             self.assertNotIn(b"error", err)
-            found = self.which_job(out)
-            self.assertIn(found, (current, other))
-            outcomes["old" if found == current else "new"] += 1
             beside = [n for n in os.listdir(base) if n != "job"]
             for name in beside:
                 self.assertRegex(name, leftover)
             if sig != signal.SIGKILL:
                 self.assertEqual(beside, [], f"a {sig.name} removes what the run was writing")
             outcomes["leftovers"] += bool(beside)
+            if not out.exists() and self.env is not None:
+                # Killed between renaming DIR aside and the new job in (no exchange): both
+                # jobs whole beside it, the old one aside.
+                self.assertEqual(len(beside), 2, beside)
+                aside = next(n for n in beside if "-old-" in n)
+                staged = next(n for n in beside if "-new-" in n)
+                self.assertEqual(self.which_job(base / aside), current)
+                self.assertEqual(self.which_job(base / staged), other)
+                outcomes["between renames"] += 1
+                found = current
+            else:
+                found = self.which_job(out)
+                self.assertIn(found, (current, other))
+                outcomes["old" if found == current else "new"] += 1
             # The next run takes DIR whole and removes what the killed one left.
             nxt = other if found == current else current
-            result = run(deepseek_command(out, nxt))
+            result = run(deepseek_command(out, nxt), self.env)
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertEqual(self.which_job(out), nxt)
             self.assertEqual(os.listdir(base), ["job"])
@@ -311,6 +338,36 @@ class Killed(unittest.TestCase):
         self.assertGreater(outcomes["leftovers"], 0, outcomes)
 
 
+def need_no_exchange_lib():
+    if not NO_EXCHANGE_LIB:
+        raise unittest.SkipTest("no NO_EXCHANGE_LIB given")
+    # The library refuses an exchange (a test of the test: else the exchange is tested twice).
+    libc = ctypes.CDLL(NO_EXCHANGE_LIB, use_errno=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        a, b = (os.fsencode(Path(tmp, n)) for n in "ab")
+        os.mkdir(a)
+        os.mkdir(b)
+        assert libc.renameat2(-100, a, -100, b, 2) == -1 and ctypes.get_errno() == errno.EINVAL
+    return without_exchange()
+
+
+class ReplanWithoutExchange(Replan):
+    @classmethod
+    def setUpClass(cls):
+        cls.env = need_no_exchange_lib()
+
+
+class KilledWithoutExchange(Killed):
+    POINTS = 6
+    test_sigterm = None  # as SIGINT here
+
+    @classmethod
+    def setUpClass(cls):
+        cls.env = need_no_exchange_lib()
+        super().setUpClass()
+
+
 if __name__ == "__main__":
     BINARY, ROOT = os.path.abspath(sys.argv[1]), Path(sys.argv[2])
+    NO_EXCHANGE_LIB = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else ""
     unittest.main(argv=sys.argv[:1], verbosity=2)
