@@ -272,7 +272,8 @@ Result<void> write_job_directory(const std::string& dir, const std::vector<Outpu
     // No signal between creating the directory and guarding it.
     const FatalSignalsBlocked blocked;
     if (::mkdir(staging.c_str(), 0777) != 0) {
-      return io_error(staging, "cannot create the new job's directory");
+      return Error{fmt::format("{}: cannot write the new job beside it, in {}: {}", excerpt(dir),
+                               excerpt(staging), std::strerror(errno))};
     }
     guard.emplace(staging, RemovedOnSignal::Kind::directory);
   }
@@ -281,27 +282,26 @@ Result<void> write_job_directory(const std::string& dir, const std::vector<Outpu
     fs::remove_all(staging, ignored);
     return e;
   };
-  if (existing->has_value()) ::chmod(staging.c_str(), **existing);
   if (Result<void> written = write_files(staging, files, dir); !written) {
     return abandon(written.error());
   }
+  if (existing->has_value()) ::chmod(staging.c_str(), **existing);
 
   std::string old_job;
   {
     // The exchange and the guard's new charge in one step: a signal after it removes the
-    // old job, never the new one.
+    // old job, never the new one; and the old job only if nothing but a job's files came
+    // into it meanwhile (or --replace).
     const FatalSignalsBlocked blocked;
     Result<std::string> swapped = swap_in(staging, target, aside, existing->has_value(), dir);
     if (!swapped) return abandon(swapped.error());
     old_job = *swapped;
+    if (!old_job.empty() && !replace_foreign && !holds_only_job_files(old_job)) old_job.clear();
     guard->guard(old_job, RemovedOnSignal::Kind::directory);
   }
   Result<void> synced = sync_directory(place->parent);
-  // The old job goes, unless something not a job's came into it meanwhile.
-  if (!old_job.empty() && (replace_foreign || holds_only_job_files(old_job))) {
-    std::error_code ignored;
-    fs::remove_all(old_job, ignored);
-  }
+  std::error_code ignored;
+  if (!old_job.empty()) fs::remove_all(old_job, ignored);
   return synced;
 }
 
