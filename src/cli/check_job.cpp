@@ -9,6 +9,7 @@
 #include <regex>
 #include <set>
 
+#include "job_directory.hpp"
 #include "job_input.hpp"
 #include "launch.hpp"
 #include "paramlayout/check_job.hpp"
@@ -77,7 +78,6 @@ std::string param_changes(const Manifest& before, const Manifest& after) {
 
 /// Job chunk files in the directory that job.json does not name: left from another job.
 std::vector<Violation> strangers(const LoadedJob& job) {
-  static const std::regex kChunkFile(R"(stage[0-9]+\.chunk[0-9]+\.(manifest|layout)\.json)");
   std::set<std::string> named;
   for (const JobRecordChunk& c : job.job.record.chunks) {
     named.insert(c.manifest);
@@ -88,7 +88,7 @@ std::vector<Violation> strangers(const LoadedJob& job) {
   std::set<std::string> found;
   for (const fs::directory_entry& entry : fs::directory_iterator(job.job.dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, kChunkFile) && !named.contains(name)) found.insert(name);
+    if (name != "job.json" && is_job_file_name(name) && !named.contains(name)) found.insert(name);
   }
   for (const std::string& name : found) {
     out.push_back({name, "a chunk file job.json does not name: left from another job?"});

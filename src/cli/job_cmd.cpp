@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "flags.hpp"
 #include "io.hpp"
+#include "job_directory.hpp"
 #include "job_input.hpp"
 #include "launch.hpp"
 #include "paramlayout/job_record.hpp"
@@ -140,15 +141,6 @@ void print_table(std::FILE* out, const JobSpec& job, const JobPlan& plan) {
   print_busiest_stage(out, traffic);
 }
 
-Result<void> write_outputs(const std::string& dir, const std::vector<JobFile>& files) {
-  if (Result<void> made = make_output_directory(dir); !made) return made;
-  const std::filesystem::path base(dir);
-  for (const JobFile& f : files) {
-    if (Result<void> r = write_output((base / f.name).string(), f.content); !r) return r;
-  }
-  return {};
-}
-
 }  // namespace
 
 void setup_job(CLI::App& sub, JobCommand& command) {
@@ -162,6 +154,8 @@ void setup_job(CLI::App& sub, JobCommand& command) {
                  "Write stageS.chunkC.{manifest,layout}.json and job.json into this directory "
                  "(without it, only the summary)")
       ->type_name("DIR");
+  sub.add_flag("--replace", command.replace,
+               "Replace DIR even when it holds files that are not a job's (deleted with it)");
   sub.add_option("--packer", command.packer,
                  "Layerwise packing: megatron (Megatron-LM's, bit-exact) or balanced")
       ->type_name("NAME")
@@ -197,7 +191,8 @@ Result<ExitCode> run_job(const JobCommand& command) {
   }
   if (!command.output.empty()) {
     const LaunchRecord launch = record_launch(input->launch, planned->files, command.output);
-    if (Result<void> written = write_outputs(command.output, job_files(job, plan, launch));
+    if (Result<void> written =
+            write_job_directory(command.output, job_files(job, plan, launch), command.replace);
         !written) {
       return written.error();
     }
