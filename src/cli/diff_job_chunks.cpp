@@ -89,8 +89,8 @@ std::string chunk_details(const JobChunkDiff& c) {
   const LayoutDiff& d = *c.layout;
   part(d.count(&ParamChange::moved), "at another offset");
   if (const std::size_t owners = d.count(&ParamChange::owner_changed); owners > 0) {
-    parts.push_back(fmt::format("{} change owner ({} elements of optimizer state)", owners,
-                                group_digits(d.owner_changed_elements)));
+    parts.push_back(fmt::format("{} change{} owner ({} elements of optimizer state)", owners,
+                                owners == 1 ? "s" : "", group_digits(d.owner_changed_elements)));
   }
   const bool buffers_differ = std::any_of(d.buffers.begin(), d.buffers.end(), [](const auto& b) {
     return b.contract_differs || !b.before || !b.after;
@@ -159,6 +159,26 @@ std::vector<ChunkRow> folded(const std::vector<JobChunkDiff>& chunks) {
   return rows;
 }
 
+/// `text` indented by `indent`, its lines broken after ", " to fit kWidth columns.
+void print_wrapped(const std::string& text, std::size_t indent) {
+  constexpr std::size_t kWidth = 110;
+  std::string line;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find(", ", start);
+    end = end == std::string::npos ? text.size() : end + 2;
+    const std::string piece = text.substr(start, end - start);
+    if (!line.empty() && indent + line.size() + piece.size() > kWidth) {
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      fmt::print("{:<{}}{}\n", "", indent, line);
+      line.clear();
+    }
+    line += piece;
+    start = end;
+  }
+  if (!line.empty()) fmt::print("{:<{}}{}\n", "", indent, line);
+}
+
 }  // namespace
 
 std::string bytes_change(const BytesPerRank& before, const BytesPerRank& after) {
@@ -197,7 +217,7 @@ void print_job_chunks(const JobDiff& d, std::size_t limit) {
     fmt::print("  {:<{}}  {:<{}}  {:>{}}  {:>{}}  {:>{}}  {}\n", r.name, name_width, r.builds,
                widths[0], r.params, widths[1], r.padding, widths[2], r.buckets, widths[3],
                r.per_rank);
-    if (!r.details.empty()) fmt::print("  {:<{}}  {}\n", "", name_width, r.details);
+    print_wrapped(r.details, name_width + 4);
   }
 }
 

@@ -269,7 +269,7 @@ TEST_SUITE("job-diff") {
     new_input.config_text = edited;
     d = expect_ok(diff_jobs(old_input, new_input));
     CHECK_FALSE(d.config.compared);
-    CHECK(d.config.not_compared.find("new.json changed since its job was planned") !=
+    CHECK(d.config.not_compared.find("the new job's new.json changed since it was planned") !=
           std::string::npos);
     new_input.config_text.reset();
     new_input.config_problem = "new.json: no such file";

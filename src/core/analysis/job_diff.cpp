@@ -98,7 +98,8 @@ void files_only_in(const JobRecord& a, const JobRecord& b, bool added,
 }
 
 /// The config's bytes as read now, or why they cannot be compared.
-std::optional<std::string_view> config_as_recorded(const JobDiffInput& in, const std::string& given,
+std::optional<std::string_view> config_as_recorded(const JobDiffInput& in, std::string_view job,
+                                                   const std::string& given,
                                                    const std::string& sha256,
                                                    std::vector<std::string>& problems) {
   if (!in.config_text) {
@@ -107,9 +108,9 @@ std::optional<std::string_view> config_as_recorded(const JobDiffInput& in, const
   }
   const std::string actual = sha256_hex(*in.config_text);
   if (actual != sha256) {
-    problems.push_back(fmt::format("{} changed since its job was planned (SHA-256 {}, job.json "
-                                   "records {})",
-                                   given, actual.substr(0, 12), sha256.substr(0, 12)));
+    problems.push_back(fmt::format("the {} job's {} changed since it was planned (SHA-256 {}, "
+                                   "job.json records {})",
+                                   job, given, actual.substr(0, 12), sha256.substr(0, 12)));
     return std::nullopt;
   }
   return in.config_text;
@@ -119,12 +120,18 @@ ConfigDiff config_diff(const JobDiffInput& before, const JobDiffInput& after) {
   ConfigDiff c;
   const LaunchFile* was = config_file(*before.record);
   const LaunchFile* now = config_file(*after.record);
-  if (was) c.before_given = was->given, c.before_sha256 = was->sha256;
-  if (now) c.after_given = now->given, c.after_sha256 = now->sha256;
+  if (was) {
+    c.before_given = was->given;
+    c.before_sha256 = was->sha256;
+  }
+  if (now) {
+    c.after_given = now->given;
+    c.after_sha256 = now->sha256;
+  }
   if (!was || !now || !c.differs()) return c;
   std::vector<std::string> problems;
-  const auto old_text = config_as_recorded(before, was->given, was->sha256, problems);
-  const auto new_text = config_as_recorded(after, now->given, now->sha256, problems);
+  const auto old_text = config_as_recorded(before, "old", was->given, was->sha256, problems);
+  const auto new_text = config_as_recorded(after, "new", now->given, now->sha256, problems);
   if (!problems.empty()) {
     c.not_compared = fmt::format("{}", fmt::join(problems, "; "));
     return c;
