@@ -48,7 +48,9 @@ std::vector<std::string> aligned(const std::vector<std::pair<std::string, std::s
   std::size_t width = 0;
   for (const auto& [name, value] : pairs) width = std::max(width, name.size());
   std::vector<std::string> out;
-  for (const auto& [name, value] : pairs) out.push_back(fmt::format("{:<{}}  {}", name, width, value));
+  for (const auto& [name, value] : pairs) {
+    out.push_back(fmt::format("{:<{}}  {}", name, width, value));
+  }
   return out;
 }
 
@@ -82,16 +84,16 @@ void print_launch(const JobDiff& d, std::size_t limit) {
   if (!d.arguments.empty()) {
     std::vector<std::pair<std::string, std::string>> rows;
     for (const ArgumentChange& a : d.arguments) {
-      rows.emplace_back(a.argument, fmt::format("{} -> {}", argument_value(a.before),
-                                                argument_value(a.after)));
+      rows.emplace_back(a.argument,
+                        fmt::format("{} -> {}", argument_value(a.before), argument_value(a.after)));
     }
     fmt::print("\nlaunch arguments ({}):\n", d.arguments.size());
     print_rows(aligned(rows), limit);
   }
   std::vector<std::string> lines;
   for (const LaunchFileChange& f : d.files) {
-    lines.push_back(fmt::format("{} {} (SHA-256 {})", f.added ? "+" : "-", f.given,
-                                f.sha256.substr(0, 12)));
+    lines.push_back(
+        fmt::format("{} {} (SHA-256 {})", f.added ? "+" : "-", f.given, f.sha256.substr(0, 12)));
   }
   for (const std::string& a : d.ignored_removed) lines.push_back("- ignored " + a);
   for (const std::string& a : d.ignored_added) lines.push_back("+ ignored " + a);
@@ -169,7 +171,8 @@ std::vector<std::string> param_rows(const JobDiff& d, bool (*keep)(const JobPara
   }
   std::vector<std::string> rows;
   for (const auto& row : cells) {
-    rows.push_back(fmt::format("  {:<{}}  {:<{}}  {}", row[0], widths[0], row[1], widths[1], row[2]));
+    rows.push_back(
+        fmt::format("  {:<{}}  {:<{}}  {}", row[0], widths[0], row[1], widths[1], row[2]));
   }
   return rows;
 }
@@ -285,10 +288,10 @@ std::string diff_value_text(const std::string& json) {
       json.find('\\') == std::string::npos) {
     return json.substr(1, json.size() - 2);
   }
-  const bool integer = !json.empty() && json.size() < 19 &&
-                       json.find_first_not_of("0123456789", json[0] == '-' ? 1 : 0) ==
-                           std::string::npos &&
-                       json != "-";
+  const bool integer =
+      !json.empty() && json.size() < 19 &&
+      json.find_first_not_of("0123456789", json[0] == '-' ? 1 : 0) == std::string::npos &&
+      json != "-";
   return integer ? group_digits(std::stoll(json)) : json;
 }
 

@@ -70,8 +70,8 @@ std::vector<std::string> chunk_options(const LayoutDiff& d) {
         o.name == "grad_reduce_in_fp32") {
       continue;
     }
-    out.push_back(fmt::format("{} {} -> {}", o.name, diff_value_text(o.before),
-                              diff_value_text(o.after)));
+    out.push_back(
+        fmt::format("{} {} -> {}", o.name, diff_value_text(o.before), diff_value_text(o.after)));
   }
   return out;
 }
@@ -154,7 +154,8 @@ std::vector<ChunkRow> folded(const std::vector<JobChunkDiff>& chunks) {
   for (ChunkRow& r : rows) {
     if (r.count == 1 || r.identical) continue;
     r.builds = ".. " + r.last;
-    r.details = fmt::format("{} chunks alike{}{}", r.count, r.details.empty() ? "" : ": ", r.details);
+    r.details =
+        fmt::format("{} chunks alike{}{}", r.count, r.details.empty() ? "" : ": ", r.details);
   }
   return rows;
 }

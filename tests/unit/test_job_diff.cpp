@@ -62,9 +62,8 @@ std::unique_ptr<ReadBack> job(const Args& args, std::int64_t world) {
 
 /// The small GPT at pp 2 with the distributed optimizer.
 Args gpt(std::int64_t layers, std::int64_t vocab) {
-  return test::small_gpt_args(layers) +
-         Args{"--vocab-size", std::to_string(vocab), "--pipeline-model-parallel-size", "2",
-              "--bf16", "--use-distributed-optimizer"};
+  const Args split{"--pipeline-model-parallel-size", "2", "--bf16", "--use-distributed-optimizer"};
+  return test::small_gpt_args(layers) + Args{"--vocab-size", std::to_string(vocab)} + split;
 }
 
 /// One decoder layer of the small GPT: qkv [192, 64] + 192, proj [64, 64] + 64, two
@@ -206,8 +205,7 @@ TEST_SUITE("job-diff") {
     const JobDiff d = expect_ok(diff_jobs(a->input(), b->input()));
     const json j = json::parse(job_diff_to_json(d));
     for (const char* key : {"identical", "verdict", "generator", "options", "heaviest_stage",
-                            "launch", "ignored_arguments", "notes", "config", "params",
-                            "chunks"}) {
+                            "launch", "ignored_arguments", "notes", "config", "params", "chunks"}) {
       CHECK(j.contains(key));
     }
     CHECK(j.at("identical") == false);
@@ -224,8 +222,8 @@ TEST_SUITE("job-diff") {
 
   TEST_CASE("launch arguments as people read them") {
     const Args before{"--num-layers", "61", "--bf16", "--data-path", "/a", "/b", "--lr", "-1"};
-    const Args after{"--num-layers", "62", "--data-path", "/a", "--fp8-format=hybrid", "--lr",
-                     "-1"};
+    const Args after{"--num-layers",        "62",   "--data-path", "/a",
+                     "--fp8-format=hybrid", "--lr", "-1"};
     const std::vector<ArgumentChange> c = diff_arguments(before, after);
     REQUIRE(c.size() == 4);
     CHECK((c[0].argument == "--num-layers" && c[0].before == "61" && c[0].after == "62"));

@@ -108,9 +108,10 @@ std::optional<std::string_view> config_as_recorded(const JobDiffInput& in, std::
   }
   const std::string actual = sha256_hex(*in.config_text);
   if (actual != sha256) {
-    problems.push_back(fmt::format("the {} job's {} changed since it was planned (SHA-256 {}, "
-                                   "job.json records {})",
-                                   job, given, actual.substr(0, 12), sha256.substr(0, 12)));
+    problems.push_back(
+        fmt::format("the {} job's {} changed since it was planned (SHA-256 {}, "
+                    "job.json records {})",
+                    job, given, actual.substr(0, 12), sha256.substr(0, 12)));
     return std::nullopt;
   }
   return in.config_text;

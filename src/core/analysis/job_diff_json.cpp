@@ -63,28 +63,37 @@ void write_entry(json::Writer& w, const JobRecordChunk* c) {
   w.raw("}");
 }
 
+/// The param changes `keep` selects, as `"key": [...]`.
+void write_param_list(json::Writer& w, const JobDiff& d, std::string_view key,
+                      bool (*keep)(const JobParamChange&)) {
+  w.raw("\n    \"").raw(key).raw("\": [");
+  const char* sep = "\n      ";
+  for (const JobParamChange& c : d.params) {
+    if (!keep(c)) continue;
+    w.raw(sep).raw("{\"name\": ").quoted(c.name).raw(", \"before\": ");
+    write_place(w, c.before);
+    w.raw(", \"after\": ");
+    write_place(w, c.after);
+    w.raw("}");
+    sep = ",\n      ";
+  }
+  w.raw(*sep == ',' ? "\n    ]" : "]");
+}
+
+bool added(const JobParamChange& c) { return !c.before; }
+bool removed(const JobParamChange& c) { return !c.after; }
+bool resized(const JobParamChange& c) { return c.resized; }
+bool moved(const JobParamChange& c) { return c.moved; }
+
 void write_params(json::Writer& w, const JobDiff& d) {
-  const auto list = [&](std::string_view key, bool (*keep)(const JobParamChange&), bool first) {
-    w.raw(first ? "" : ",").raw("\n    \"").raw(key).raw("\": [");
-    const char* sep = "\n      ";
-    bool any = false;
-    for (const JobParamChange& c : d.params) {
-      if (!keep(c)) continue;
-      w.raw(sep).raw("{\"name\": ").quoted(c.name).raw(", \"before\": ");
-      write_place(w, c.before);
-      w.raw(", \"after\": ");
-      write_place(w, c.after);
-      w.raw("}");
-      sep = ",\n      ";
-      any = true;
-    }
-    w.raw(any ? "\n    ]" : "]");
-  };
   w.raw(",\n  \"params\": {");
-  list("added", [](const JobParamChange& c) { return !c.before; }, true);
-  list("removed", [](const JobParamChange& c) { return !c.after; }, false);
-  list("resized", [](const JobParamChange& c) { return c.resized; }, false);
-  list("moved", [](const JobParamChange& c) { return c.moved; }, false);
+  write_param_list(w, d, "added", added);
+  w.raw(",");
+  write_param_list(w, d, "removed", removed);
+  w.raw(",");
+  write_param_list(w, d, "resized", resized);
+  w.raw(",");
+  write_param_list(w, d, "moved", moved);
   w.raw("\n  }");
 }
 
@@ -160,18 +169,10 @@ void write_chunks(json::Writer& w, const JobDiff& d) {
 
 }  // namespace
 
-std::size_t JobDiff::params_added() const {
-  return count_params(params, [](const JobParamChange& c) { return !c.before; });
-}
-std::size_t JobDiff::params_removed() const {
-  return count_params(params, [](const JobParamChange& c) { return !c.after; });
-}
-std::size_t JobDiff::params_resized() const {
-  return count_params(params, [](const JobParamChange& c) { return c.resized; });
-}
-std::size_t JobDiff::params_moved() const {
-  return count_params(params, [](const JobParamChange& c) { return c.moved; });
-}
+std::size_t JobDiff::params_added() const { return count_params(params, added); }
+std::size_t JobDiff::params_removed() const { return count_params(params, removed); }
+std::size_t JobDiff::params_resized() const { return count_params(params, resized); }
+std::size_t JobDiff::params_moved() const { return count_params(params, moved); }
 
 std::size_t JobDiff::chunks_differing() const {
   return static_cast<std::size_t>(std::count_if(chunks.begin(), chunks.end(), [](const auto& c) {
@@ -235,7 +236,10 @@ std::string JobDiff::verdict() const {
 std::string job_diff_to_json(const JobDiff& d) {
   std::string text;
   json::Writer w(text);
-  w.raw("{\n  \"identical\": ").boolean(d.identical()).raw(",\n  \"verdict\": ").quoted(d.verdict());
+  w.raw("{\n  \"identical\": ")
+      .boolean(d.identical())
+      .raw(",\n  \"verdict\": ")
+      .quoted(d.verdict());
   w.raw(",\n  \"generator\": {\"before\": ").quoted(d.generator_before);
   w.raw(", \"after\": ").quoted(d.generator_after).raw("}");
   w.raw(",\n  \"options\": [");
