@@ -239,6 +239,44 @@ class DeepSeekWorldSize(unittest.TestCase):
             self.assertLessEqual(max(len(l) for l in out.splitlines()), 120, out)
 
 
+class DeepSeekVocabulary(unittest.TestCase):
+    """The same 1,024-GPU DeepSeek-V3 launch with a config of a larger vocabulary: only the
+    chunks holding a copy of the embedding or the output layer change, the rest fold."""
+
+    def test_only_the_edge_chunks_change(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            config = json.loads((ROOT / "testdata/configs/deepseek-v3.json").read_text())
+            Path(tmp, "old").mkdir()
+            Path(tmp, "new").mkdir()
+            Path(tmp, "old/deepseek-v3.json").write_text(json.dumps(config))
+            config["vocab_size"] = 131072
+            Path(tmp, "new/deepseek-v3.json").write_text(json.dumps(config))
+            for name in ("old", "new"):
+                result = run("job", "--world-size", 1024, "--hf-config",
+                             Path(tmp, name, "deepseek-v3.json"), "-o", Path(tmp, name, "job"),
+                             "--", *DeepSeekWorldSize.ARGS)
+                self.assertEqual(result.returncode, 0, result.stderr)
+            result = run("diff", Path(tmp, "old/job"), Path(tmp, "new/job"))
+            self.assertEqual(result.returncode, 1, result.stderr)
+            out = result.stdout
+            self.assertTrue(out.startswith("config: 1 field differs; params: 3 resized; 3 of 32 "
+                                           "chunks differ\n"), out)
+            # 129,280 and 131,072 are multiples of 128 (tp 1): 1,792 more rows of 7,168 in
+            # the embedding (stage 0), its copy beside the MTP layer and the output layer.
+            gain = (131072 - 129280) * 7168
+            shapes = "[129280, 7168] -> [131072, 7168]"
+            for name, chunk in (("embedding.word_embeddings.weight", "stage0.chunk0"),
+                                ("embedding.word_embeddings.weight", "stage14.chunk1"),
+                                ("output_layer.weight", "stage15.chunk1")):
+                self.assertIn([name, *shapes.split(), chunk],
+                              [l.split() for l in out.splitlines()])
+                row = next(l for l in out.splitlines() if l.startswith("  " + chunk + " "))
+                self.assertIn(f"(+{gain:,})", row)
+            # Stage 0's second chunk to stage 14's first: 2 x 14 chunks between them.
+            self.assertIn("  stage0.chunk1 .. stage14.chunk0: identical (28 chunks)\n", out)
+            self.assertIn("  stage15.chunk0: identical\n", out)
+
+
 if __name__ == "__main__":
     BINARY, ROOT = sys.argv[1], Path(sys.argv[2])
     unittest.main(argv=sys.argv[:1], verbosity=2)
