@@ -57,7 +57,7 @@ struct ConfigFieldChange {
   std::optional<std::string> after;
 };
 
-/// The Hugging Face configs the two launches read.
+/// The Hugging Face configs the two launches read (nothing where a job records no launch).
 struct ConfigDiff {
   std::optional<std::string> before_given;  ///< as the launch named it; nullopt: none
   std::optional<std::string> after_given;

@@ -9,6 +9,7 @@
 
 #include "io.hpp"
 #include "job_input.hpp"
+#include "paramlayout/error.hpp"
 #include "paramlayout/job_diff.hpp"
 #include "paramlayout/text.hpp"
 
@@ -104,24 +105,32 @@ void print_launch(const JobDiff& d, std::size_t limit) {
   print_rows(lines, limit);
 }
 
+/// A config field's value, cut to a screen's share.
+std::string field_value(const std::optional<std::string>& json) {
+  return json ? excerpt(diff_value_text(*json), 60) : std::string("(absent)");
+}
+
 void print_config(const ConfigDiff& c, std::size_t limit) {
   if (!c.differs()) return;
-  const std::string was = c.before_given.value_or("none");
-  const std::string now = c.after_given.value_or("none");
+  if (!c.before_given || !c.after_given) {
+    fmt::print("  config: {} -> {}\n", c.before_given.value_or("none"),
+               c.after_given.value_or("none"));
+    return;
+  }
+  const std::string& was = *c.before_given;
+  const std::string& now = *c.after_given;
   const std::string names = was == now ? was : was + " -> " + now;
   if (!c.compared) {
-    fmt::print("  config {}: another file (SHA-256 {} -> {}){}\n", names,
-               c.before_sha256.empty() ? "-" : c.before_sha256.substr(0, 12),
-               c.after_sha256.empty() ? "-" : c.after_sha256.substr(0, 12),
-               c.not_compared.empty() ? "" : "; not compared: " + c.not_compared);
+    fmt::print("  config {}: another file (SHA-256 {} -> {}); not compared: {}\n", names,
+               c.before_sha256.substr(0, 12), c.after_sha256.substr(0, 12), c.not_compared);
     return;
   }
   fmt::print("  config {}: {} field{} differ{}\n", names, c.fields.size(),
              c.fields.size() == 1 ? "" : "s", c.fields.size() == 1 ? "s" : "");
   std::vector<std::pair<std::string, std::string>> rows;
   for (const ConfigFieldChange& f : c.fields) {
-    rows.emplace_back("  " + f.key, fmt::format("{} -> {}", diff_value_text(f.before.value_or("-")),
-                                                diff_value_text(f.after.value_or("-"))));
+    rows.emplace_back("  " + f.key,
+                      fmt::format("{} -> {}", field_value(f.before), field_value(f.after)));
   }
   print_rows(aligned(rows), limit);
 }

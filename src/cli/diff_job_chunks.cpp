@@ -190,6 +190,10 @@ std::string bytes_change(const BytesPerRank& before, const BytesPerRank& after) 
 }
 
 void print_job_chunks(const JobDiff& d, std::size_t limit) {
+  if (d.chunks_differing() == 0) {
+    fmt::print("\nchunks: all {} identical\n", d.chunks.size());
+    return;
+  }
   const std::vector<ChunkRow> rows = folded(d.chunks);
   std::size_t name_width = 5;
   std::size_t widths[5] = {6, 14, 7, 7, 8};

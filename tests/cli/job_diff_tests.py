@@ -165,6 +165,18 @@ class Jobs(unittest.TestCase):
             self.assertIn("identical\n", out)
             self.assertIn("and paramlayout 9.9.9 (new)", out)
 
+    def test_a_job_without_its_launch(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp, "job")
+            shutil.copytree(self.old, copy)
+            job = json.loads((copy / "job.json").read_text())
+            del job["launch"]
+            (copy / "job.json").write_text(json.dumps(job))
+            out = self.diff(copy, self.old)
+            self.assertTrue(out.startswith("only the new job records its launch\n"), out)
+            self.assertIn("arguments and config not compared", out)
+            self.assertIn("chunks: all 2 identical", out)
+
     def test_json(self):
         result = json.loads(self.diff(self.old, self.revised, "--json"))
         for key in ("identical", "verdict", "generator", "options", "heaviest_stage", "launch",

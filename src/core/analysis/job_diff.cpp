@@ -119,6 +119,7 @@ std::optional<std::string_view> config_as_recorded(const JobDiffInput& in, std::
 
 ConfigDiff config_diff(const JobDiffInput& before, const JobDiffInput& after) {
   ConfigDiff c;
+  if (!before.record->launch || !after.record->launch) return c;  // nothing to compare with
   const LaunchFile* was = config_file(*before.record);
   const LaunchFile* now = config_file(*after.record);
   if (was) {
