@@ -112,8 +112,12 @@ Result<ExitCode> run_diff(const DiffCommand& command) {
   const bool new_job = is_job_input(command.new_layout);
   if (old_job && new_job) return run_job_diff(command);
   if (old_job || new_job) {
-    return Error{fmt::format("{} is a job and {} a layout: diff compares two jobs (directories "
-                             "or job.json) or two layouts",
+    const std::string& layout = old_job ? command.new_layout : command.old_layout;
+    if (Result<std::string> text = read_file(layout, command.max_input); !text) {
+      return text.error();
+    }
+    return Error{fmt::format("{} is a job and {} is not: diff compares two jobs (directories or "
+                             "job.json) or two layouts",
                              old_job ? command.old_layout : command.new_layout,
                              old_job ? command.new_layout : command.old_layout)};
   }

@@ -207,8 +207,12 @@ class Jobs(unittest.TestCase):
             result = run("diff", old, new)
             self.assertEqual(result.returncode, 2)
             self.assertIn("is a job and", result.stderr)
+            self.assertIn("stage0.chunk0.layout.json is not", result.stderr)
             self.assertIn("diff compares two jobs", result.stderr)
             self.assertEqual(result.stdout, "")
+        result = run("diff", self.old, self.old / "gone.json")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("gone.json: cannot open", result.stderr)
 
     def test_tampered_chunk_is_refused(self):
         with tempfile.TemporaryDirectory() as tmp:
