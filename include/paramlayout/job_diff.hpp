@@ -100,6 +100,9 @@ struct JobChunkDiff {
   const JobRecordChunk* after = nullptr;   ///< nullptr: only in the old job
   std::optional<LayoutDiff> layout;        ///< the layouts' diff, where in both
   bool identical = false;  ///< job.json's entry, manifest and layout the same (but generator)
+  /// Buckets of the new layout whose bounds no bucket of the old layout's same buffer has.
+  std::size_t buckets_moved = 0;
+  std::size_t buckets_after = 0;  ///< buckets of the new layout
   /// The job-wide param changes that land in this chunk (after) or leave it (before).
   std::size_t params_added = 0;
   std::size_t params_removed = 0;

@@ -92,15 +92,19 @@ std::string chunk_details(const JobChunkDiff& c) {
     parts.push_back(fmt::format("{} change{} owner ({} elements of optimizer state)", owners,
                                 owners == 1 ? "s" : "", group_digits(d.owner_changed_elements)));
   }
-  const bool buffers_differ = std::any_of(d.buffers.begin(), d.buffers.end(), [](const auto& b) {
-    return b.contract_differs || !b.before || !b.after;
-  });
   if (!parts.empty()) {  // "3 params added, 1 resized": the first count names what it counts
     const std::size_t space = parts.front().find(' ');
     const bool one = parts.front().substr(0, space) == "1";
     parts.front().insert(space, one ? " param" : " params");
   }
-  if (parts.empty() && buffers_differ) parts.emplace_back("bucket boundaries or padding differ");
+  if (c.buckets_moved > 0) {
+    parts.push_back(
+        fmt::format("{} of {} buckets at other bounds", c.buckets_moved, c.buckets_after));
+  }
+  const bool buffers_differ = std::any_of(d.buffers.begin(), d.buffers.end(), [](const auto& b) {
+    return b.contract_differs || !b.before || !b.after;
+  });
+  if (parts.empty() && buffers_differ) parts.emplace_back("buffers differ in padding or shards");
   for (std::string& o : chunk_options(d)) parts.push_back(std::move(o));
   return fmt::format("{}", fmt::join(parts, ", "));
 }

@@ -151,6 +151,10 @@ TEST_SUITE("job-diff") {
     const std::int64_t gain = kLayerElements + 1024 * 64;
     CHECK(first.after->param_elements - first.before->param_elements == gain);
     CHECK(last.after->param_elements - last.before->param_elements == gain);
+    // Both buckets of each chunk (the layers', and the embedding's or output layer's own)
+    // grow or shift.
+    CHECK(first.buckets_moved == 2);
+    CHECK(last.buckets_moved == 2);
     CHECK(d.verdict() ==
           "2 launch arguments changed; params: 24 added, 2 resized, 12 moved to another chunk; "
           "2 of 2 chunks differ");
@@ -181,6 +185,8 @@ TEST_SUITE("job-diff") {
       CHECK(ratio == doctest::Approx(2.0).epsilon(0.01));
       REQUIRE(c.layout);
       CHECK(c.layout->options.front().name == "dp");
+      // Bucket ends are padded to lcm(dp, 128): 128 at dp 4 and at dp 8, the same bounds.
+      CHECK(c.buckets_moved == 0);
     }
   }
 

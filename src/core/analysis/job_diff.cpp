@@ -263,6 +263,23 @@ bool same_entry(JobRecordChunk a, JobRecordChunk b) {
   return a == b;
 }
 
+/// Buckets of `after` whose [start, end) the buffer of the same key in `before` lacks.
+std::size_t buckets_moved(const Layout& before, const Layout& after) {
+  std::size_t moved = 0;
+  for (const BufferLayout& b : after.buffers) {
+    auto old = std::find_if(before.buffers.begin(), before.buffers.end(),
+                            [&](const BufferLayout& o) { return o.key == b.key; });
+    for (const BucketRange& bucket : b.buckets) {
+      const bool kept = old != before.buffers.end() &&
+                        std::any_of(old->buckets.begin(), old->buckets.end(), [&](const auto& o) {
+                          return o.start == bucket.start && o.end == bucket.end;
+                        });
+      moved += kept ? 0 : 1;
+    }
+  }
+  return moved;
+}
+
 Result<void> compare_chunk(const JobDiffChunk& was, const JobDiffChunk& now, JobChunkDiff& out) {
   Result<LayoutDiff> layout = diff_layouts(*was.layout, *now.layout);
   if (!layout) return Error{out.name() + ": " + layout.error().message};
@@ -272,6 +289,8 @@ Result<void> compare_chunk(const JobDiffChunk& was, const JobDiffChunk& now, Job
                   was.manifest->sha256 == now.manifest->sha256 && a.model == b.model &&
                   a.manifest_sha256 == b.manifest_sha256 && a.recorded_stats == b.recorded_stats;
   out.layout = std::move(*layout);
+  out.buckets_moved = buckets_moved(a, b);
+  for (const BufferLayout& buffer : b.buffers) out.buckets_after += buffer.buckets.size();
   return {};
 }
 

@@ -153,6 +153,7 @@ void write_chunks(json::Writer& w, const JobDiff& d) {
     w.raw(", \"resized\": ").integer(static_cast<std::int64_t>(c.params_resized));
     w.raw(", \"moved_in\": ").integer(static_cast<std::int64_t>(c.params_moved_in));
     w.raw(", \"moved_out\": ").integer(static_cast<std::int64_t>(c.params_moved_out)).raw("}");
+    w.raw(", \"buckets_moved\": ").integer(static_cast<std::int64_t>(c.buckets_moved));
     w.raw(",\n     \"layout\": ");
     if (c.layout && !c.identical) {
       std::string layout = diff_to_json(*c.layout);
