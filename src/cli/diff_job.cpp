@@ -74,7 +74,7 @@ void print_options(const JobDiff& d, std::size_t limit) {
 
 std::string argument_value(const std::optional<std::string>& v) {
   if (!v) return "(not given)";
-  return v->empty() ? "(given)" : *v;
+  return v->empty() ? "(given)" : excerpt(*v, 60);
 }
 
 void print_launch(const JobDiff& d, std::size_t limit) {
@@ -85,7 +85,7 @@ void print_launch(const JobDiff& d, std::size_t limit) {
   if (!d.arguments.empty()) {
     std::vector<std::pair<std::string, std::string>> rows;
     for (const ArgumentChange& a : d.arguments) {
-      rows.emplace_back(a.argument,
+      rows.emplace_back(excerpt(a.argument, 60),
                         fmt::format("{} -> {}", argument_value(a.before), argument_value(a.after)));
     }
     fmt::print("\nlaunch arguments ({}):\n", d.arguments.size());
@@ -93,13 +93,14 @@ void print_launch(const JobDiff& d, std::size_t limit) {
   }
   std::vector<std::string> lines;
   for (const LaunchFileChange& f : d.files) {
-    lines.push_back(
-        fmt::format("{} {} (SHA-256 {})", f.added ? "+" : "-", f.given, f.sha256.substr(0, 12)));
+    lines.push_back(fmt::format("{} {} (SHA-256 {})", f.added ? "+" : "-", excerpt(f.given),
+                                excerpt(f.sha256.substr(0, 12))));
   }
-  for (const std::string& a : d.ignored_removed) lines.push_back("- ignored " + a);
-  for (const std::string& a : d.ignored_added) lines.push_back("+ ignored " + a);
-  for (const std::string& n : d.notes_removed) lines.push_back("- note: " + n);
-  for (const std::string& n : d.notes_added) lines.push_back("+ note: " + n);
+  constexpr std::size_t kLine = 200;  // notes are sentences: whole, unless hand-edited
+  for (const std::string& a : d.ignored_removed) lines.push_back("- ignored " + excerpt(a));
+  for (const std::string& a : d.ignored_added) lines.push_back("+ ignored " + excerpt(a));
+  for (const std::string& n : d.notes_removed) lines.push_back("- note: " + excerpt(n, kLine));
+  for (const std::string& n : d.notes_added) lines.push_back("+ note: " + excerpt(n, kLine));
   if (lines.empty()) return;
   fmt::print("\nfiles read, ignored arguments, notes (- old, + new):\n");
   print_rows(lines, limit);
@@ -113,23 +114,24 @@ std::string field_value(const std::optional<std::string>& json) {
 void print_config(const ConfigDiff& c, std::size_t limit) {
   if (!c.differs()) return;
   if (!c.before_given || !c.after_given) {
-    fmt::print("  config: {} -> {}\n", c.before_given.value_or("none"),
-               c.after_given.value_or("none"));
+    fmt::print("  config: {} -> {}\n", excerpt(c.before_given.value_or("none")),
+               excerpt(c.after_given.value_or("none")));
     return;
   }
-  const std::string& was = *c.before_given;
-  const std::string& now = *c.after_given;
+  const std::string was = excerpt(*c.before_given);
+  const std::string now = excerpt(*c.after_given);
   const std::string names = was == now ? was : was + " -> " + now;
   if (!c.compared) {
     fmt::print("  config {}: another file (SHA-256 {} -> {}); not compared: {}\n", names,
-               c.before_sha256.substr(0, 12), c.after_sha256.substr(0, 12), c.not_compared);
+               excerpt(c.before_sha256.substr(0, 12)), excerpt(c.after_sha256.substr(0, 12)),
+               c.not_compared);
     return;
   }
   fmt::print("  config {}: {} field{} differ{}\n", names, c.fields.size(),
              c.fields.size() == 1 ? "" : "s", c.fields.size() == 1 ? "s" : "");
   std::vector<std::pair<std::string, std::string>> rows;
   for (const ConfigFieldChange& f : c.fields) {
-    rows.emplace_back("  " + f.key,
+    rows.emplace_back("  " + excerpt(f.key, 60),
                       fmt::format("{} -> {}", field_value(f.before), field_value(f.after)));
   }
   print_rows(aligned(rows), limit);
