@@ -279,7 +279,8 @@ Result<ExitCode> run_job_diff(const DiffCommand& command) {
   }
   fmt::print("{}\n", d.verdict());
   if (d.generator_before != d.generator_after) {
-    fmt::print("written by {} (old) and {} (new)\n", d.generator_before, d.generator_after);
+    fmt::print("written by {} (old) and {} (new)\n", excerpt(d.generator_before),
+               excerpt(d.generator_after));
   }
   if (d.identical()) return kExitOk;
   print_options(d, command.limit);
