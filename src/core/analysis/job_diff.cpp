@@ -159,7 +159,10 @@ JobRecord normalized(JobRecord r) {
   }
   if (r.launch) {
     if (r.launch->hf_config) r.launch->hf_config = "";
-    for (LaunchFile& f : r.launch->files) f.given.clear(), f.path.clear();
+    for (LaunchFile& f : r.launch->files) {
+      f.given.clear();
+      f.path.clear();
+    }
     std::sort(r.launch->files.begin(), r.launch->files.end(),
               [](const LaunchFile& x, const LaunchFile& y) { return x.sha256 < y.sha256; });
   }

@@ -230,7 +230,10 @@ std::string JobDiff::verdict() const {
     parts.push_back(fmt::format("{} of {} chunk{} differ{}", differing, chunks.size(),
                                 chunks.size() == 1 ? "" : "s", differing == 1 ? "s" : ""));
   }
-  if (parts.empty()) parts.push_back("job.json differs");
+  if (parts.empty()) {
+    const bool notes = !notes_added.empty() || !notes_removed.empty();
+    parts.emplace_back(notes ? "notes differ" : "job.json differs");
+  }
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
