@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "diff_job.hpp"
+#include "paramlayout/job_stats.hpp"
 #include "paramlayout/text.hpp"
 
 namespace paramlayout::cli {
@@ -23,23 +24,6 @@ double total(const BytesPerRank& b) {
 
 std::string signed_bytes(double delta) {
   return (delta >= 0 ? "+" : "-") + human_bytes(delta >= 0 ? delta : -delta);
-}
-
-/// "E 0-2", "33-34", "59-60 mtp 0 L": what a chunk builds (E: the embedding of the first
-/// stage; an MTP chunk's embedding copy goes with its MTP layers).
-std::string builds(const JobRecordChunk& c) {
-  std::vector<std::string> parts;
-  if (c.embedding && (c.mtp_layers.empty() || (c.stage == 0 && c.chunk == 0))) {
-    parts.emplace_back("E");
-  }
-  if (c.layers.size() == 1) parts.push_back(fmt::format("{}", c.layers.front()));
-  if (c.layers.size() > 1) parts.push_back(fmt::format("{}-{}", c.layers.front(), c.layers.back()));
-  if (c.mtp_layers.size() == 1) parts.push_back(fmt::format("mtp {}", c.mtp_layers.front()));
-  if (c.mtp_layers.size() > 1) {
-    parts.push_back(fmt::format("mtp {}-{}", c.mtp_layers.front(), c.mtp_layers.back()));
-  }
-  if (c.output) parts.emplace_back("L");
-  return parts.empty() ? std::string("-") : fmt::format("{}", fmt::join(parts, " "));
 }
 
 /// One chunk's line of the table, or a run of chunks that changed alike.
@@ -115,14 +99,14 @@ ChunkRow chunk_row(const JobChunkDiff& c) {
   row.identical = c.identical;
   if (c.before == nullptr || c.after == nullptr) {
     const JobRecordChunk& only = c.before ? *c.before : *c.after;
-    row.builds = builds(only);
+    row.builds = describe_chunk(only);
     row.params = group_digits(only.param_elements);
     row.padding = row.buckets = "-";
     row.per_rank = human_bytes(total(only.bytes_per_rank));
     row.details = c.before ? "only in the old job" : "only in the new job";
     return row;
   }
-  row.builds = change(builds(*c.before), builds(*c.after));
+  row.builds = change(describe_chunk(*c.before), describe_chunk(*c.after));
   if (c.identical) return row;
   const std::int64_t was = c.before->param_elements;
   const std::int64_t now = c.after->param_elements;
