@@ -68,6 +68,8 @@ struct JobRecord {
   DType grad_dtype = DType::float32;
   std::int64_t dense_shards = 1;
   std::int64_t expert_shards = 1;
+  /// The optimizer state's bytes per element, for people ("" when job.json does not say).
+  std::string optimizer_state;
   std::vector<std::string> ignored_arguments;
   std::vector<std::string> notes;
   std::vector<JobRecordChunk> chunks;  ///< stage-major

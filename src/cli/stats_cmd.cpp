@@ -31,7 +31,7 @@ Result<ExitCode> run_job_stats(const StatsCommand& command) {
   print_job_header(stdout, record,
                    {.experts = expert_buffers || record.parallel.ep > 1,
                     .expert_buffers = expert_buffers,
-                    .optimizer_state = {}});
+                    .optimizer_state = record.optimizer_state});
   print_job_table(stdout, record, loaded->stats);
   print_job_traffic_table(stdout, record, loaded->stats, command.link_gbps);
   return kExitOk;

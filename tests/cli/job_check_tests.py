@@ -134,6 +134,19 @@ class LaunchRecord(Workspace):
                       "launch gives today: 1 param changed shape or dtype "
                       "(embedding.word_embeddings.weight)", result.stdout)
 
+    def test_stats_of_the_job_says_its_optimizer_state(self):
+        # The precision-aware optimizer with bf16 moments keeps 16-bit remainders of float32
+        # master weights (2 bytes) and two 2-byte moments: 6 bytes per element, which only
+        # job.json knows (a layout's stats count Megatron-LM's default Adam).
+        out = self.root / "jobs" / "aware"
+        self.plan_job(out, args=LLAMA_ARGS + ["--use-precision-aware-optimizer",
+                                              "--exp-avg-dtype", "bf16",
+                                              "--exp-avg-sq-dtype", "bf16"])
+        self.assertIn("6 bytes per element", self.record(out)["optimizer_state"])
+        result = run("stats", out)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("optimizer state: 16-bit remainders of float32 main params", result.stdout)
+
     def test_from_takes_nothing_else(self):
         result = run("job", "--from", self.job, "--world-size", "8")
         self.assertEqual(result.returncode, 2)

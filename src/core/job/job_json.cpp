@@ -99,6 +99,7 @@ JobRecord job_record(const JobSpec& job, const JobPlan& plan,
   r.grad_dtype = job.grad_reduce_in_fp32 ? DType::float32 : job.param_dtype;
   r.dense_shards = job.dense_shards();
   r.expert_shards = job.expert_shards();
+  r.optimizer_state = describe_optimizer_state(job.optimizer, r.param_dtype, r.grad_dtype);
   r.ignored_arguments = job.ignored_arguments;
   r.notes = job.notes;
   for (const JobChunk& c : plan.chunks) {
@@ -159,6 +160,9 @@ std::string write_job_json(const JobRecord& r) {
   w.raw(", \"grad_dtype\": ").quoted(to_string(r.grad_dtype));
   w.raw(",\n  \"dense_shards\": ").integer(r.dense_shards);
   w.raw(", \"expert_shards\": ").integer(r.expert_shards);
+  if (!r.optimizer_state.empty()) {
+    w.raw(",\n  \"optimizer_state\": ").quoted(r.optimizer_state);
+  }
   if (r.launch) write_launch(w, *r.launch);
   w.raw(",\n  \"ignored_arguments\": ");
   strings(w, r.ignored_arguments, "    ");

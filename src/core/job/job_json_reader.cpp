@@ -182,7 +182,8 @@ Result<JobRecord> parse_job_json(std::string_view text, std::string_view source)
       r, r.root(), root,
       {"schema", "generator", "model", "world_size", "tp", "pp", "vpp", "cp", "ep", "etp", "dp",
        "expert_dp", "strategy", "packer", "param_dtype", "grad_dtype", "dense_shards",
-       "expert_shards", "launch", "ignored_arguments", "notes", "chunks", "heaviest_stage"},
+       "expert_shards", "launch", "ignored_arguments", "notes", "chunks", "heaviest_stage",
+       "optimizer_state"},
       {"schema", "world_size", "tp", "pp", "vpp", "cp", "ep", "etp", "dp", "expert_dp",
        "strategy", "grad_dtype", "ignored_arguments", "chunks", "heaviest_stage"},
       [&](std::size_t slot, json::Element v, const json::Path& p) {
@@ -224,6 +225,7 @@ Result<JobRecord> parse_job_json(std::string_view text, std::string_view source)
                                  if (s == 1) read_bytes(r, e, q, job.heaviest_stage_bytes);
                                });
             break;
+          case 23: job.optimizer_state = r.string(v, p); break;
           default: break;
         }
       });
