@@ -191,7 +191,7 @@ step_inputs() {
   why=$(verify_deepseek_job_chunk --backend cpu --max-elements 1 2>&1)
   grep -q "stage1.chunk0: .*the data pass would move" <<<"$why" ||
     { echo "the DeepSeek-V3 job's chunk is not ready: $why"; return 1; }
-  echo "DeepSeek-V3 job: $(grep -c '"stage"' "$data/deepseek-v3-job/job.json") chunks;" \
+  echo "DeepSeek-V3 job: $(grep -c '"chunk": ' "$data/deepseek-v3-job/job.json") chunks;" \
     "stage1.chunk0 holds $(sed -n 's/.*would move \([0-9,]*\) elements.*/\1/p' <<<"$why") elements"
   python3 tests/gpu/verify_reference.py plan "$bin/paramlayout" "$root" "$data/reference" || return 1
   # A param one element short: the static pass must catch it (exit 1).
