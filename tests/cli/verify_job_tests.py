@@ -2,8 +2,8 @@
 """CLI tests of `paramlayout verify JOB` on the cpu backend: every chunk of a small job (pp 2 x
 vpp 2), a mixture-of-experts job whose expert dp differs from its dp, --stage and --chunk,
 a chunk whose file is not the one job.json names (refused, exit 2) and a chunk that is wrong
-with job.json's hash updated (verify's own verdict, exit 1, naming the chunk), the --report
-JSON, and the usage errors of the two forms.
+with job.json's hash updated (verify's own verdict, exit 1, naming the chunk), fuzz.py's
+layout mutations as a job's chunk, the --report JSON, and the usage errors of the two forms.
 
 The figures the tests hold the output to come from the job's own files (each chunk layout's
 buffers) and from hand calculations of dp and expert dp, never from verify's output.
@@ -12,6 +12,7 @@ Usage: verify_job_tests.py PARAMLAYOUT SOURCE_ROOT
 """
 import hashlib
 import json
+import random
 import re
 import shutil
 import subprocess
@@ -256,6 +257,51 @@ class BrokenChunk(unittest.TestCase):
                          (1, f"{self.dir / 'job.json'}: wrong: stage1.chunk0\n"))
         # The other chunks alone are still verified.
         self.assertEqual(run("verify", self.dir, "--backend", "cpu", "--stage", "0").returncode, 0)
+
+
+
+class MutatedChunks(unittest.TestCase):
+    """fuzz.py's mutations of a layout, put into a job as one of its chunks with job.json's
+    hash updated: verify JOB exits 0, 1 or 2, never crashes, and names the chunk when it
+    is not 0."""
+    CASES = 40
+
+    def test_mutated_chunks(self):
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from fuzz import SANITIZER_MARKS, Mutator
+        rng = random.Random("verify-job")
+        with tempfile.TemporaryDirectory() as tmp:
+            pristine = Path(tmp, "pristine")
+            job = make_job(pristine, 8, MOE)
+            codes = {}
+            for case in range(self.CASES):
+                job_dir = Path(tmp, f"case-{case}")
+                shutil.copytree(pristine, job_dir)
+                chunk = rng.choice(job["chunks"])
+                name = f"stage{chunk['stage']}.chunk{chunk['chunk']}"
+                layout = job_dir / chunk["layout"]
+                data = Mutator(rng).mutate(json.loads(layout.read_text()), layout=True)
+                layout.write_bytes(data)
+                record = job_dir / "job.json"
+                record.write_text(record.read_text().replace(
+                    chunk["layout_sha256"], hashlib.sha256(data).hexdigest()))
+                result = run("verify", job_dir, "--backend", "cpu", "-q", "--max-elements",
+                             1 << 22)
+                with self.subTest(case=case, chunk=name):
+                    out = result.stdout + result.stderr
+                    self.assertIn(result.returncode, (0, 1, 2), out)
+                    self.assertFalse([m for m in SANITIZER_MARKS if m in out], out)
+                    if result.returncode == 1:
+                        self.assertEqual(result.stdout,
+                                         f"{job_dir / 'job.json'}: wrong: {name}\n")
+                    elif result.returncode == 2:
+                        self.assertIn(f"paramlayout: error: {name}: ", result.stderr)
+                        self.assertEqual(result.stdout, "")
+                codes[result.returncode] = codes.get(result.returncode, 0) + 1
+                shutil.rmtree(job_dir)
+            # Most mutations break the chunk; some are caught by the reader, some by verify.
+            self.assertGreater(codes.get(1, 0), 0, codes)
+            self.assertGreater(codes.get(2, 0), 0, codes)
 
 
 if __name__ == "__main__":
