@@ -3,7 +3,9 @@
 # markdown table: the DeepSeek-V3 launch line on 1,024 GPUs (32 chunks) and Llama-3.1-405B
 # on 2,048 (32 chunks), planned alone (-q) and written out (-o: 65 files, each flushed to
 # disk). For each, its instructions (callgrind, whole process), its least CPU and wall time
-# of RUNS runs, and its peak memory.
+# of RUNS runs, and its peak memory. Then the DeepSeek-V3 job read back: `check` (every
+# chunk's promises, job.json against its files) and `check --replan` (the recorded launch
+# planned again and compared file by file).
 # Usage: [RUNS=N] bench/job.sh
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -42,3 +44,7 @@ row "DeepSeek-V3, layerwise (Muon), balanced packer" "-o: 65 files" \
   --optimizer muon
 row "Llama-3.1-405B, 2,048 GPUs, TP 8, PP 16 x VPP 2" "-o: 65 files" \
   "$bin" "${llama[@]}" -o "$out/llama-405b" "${llama_args[@]}"
+row "DeepSeek-V3 job read back (32 chunks)" "check" \
+  "$bin" check "$out/deepseek-v3"
+row "DeepSeek-V3 job read back (32 chunks)" "check --replan" \
+  "$bin" check --replan "$out/deepseek-v3"

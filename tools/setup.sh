@@ -14,7 +14,7 @@ PARAMLAYOUT_PACKAGES=(
 # The tests also run the Python package on a real torch and install it with pip into a
 # fresh virtual environment (meson-python), and run verify as several processes under
 # mpirun (Open MPI).
-PARAMLAYOUT_TEST_PACKAGES=(python3-torch python3-mesonpy python3-venv libopenmpi-dev openmpi-bin)
+PARAMLAYOUT_TEST_PACKAGES=(python3-torch python3-mesonpy python3-venv libopenmpi-dev openmpi-bin git)
 
 # Usage: paramlayout_step MESSAGE: one line of progress on stderr.
 paramlayout_step() {

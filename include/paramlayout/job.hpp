@@ -65,7 +65,10 @@ struct JobChunk {
   ChunkPlacement placement;
   Manifest manifest;  ///< written by write_manifest_json; named stageS.chunkC.manifest.json
   Layout layout;
-  LayoutStats stats;
+  LayoutStats stats;  ///< with the job's optimizer state charged
+  /// The layout's own figures, as its file records them and `check` derives them: the
+  /// optimizer state of Megatron-LM's defaults (stats.hpp optimizer_state).
+  LayoutStats layout_stats;
   std::int64_t param_elements = 0;
 };
 

@@ -18,6 +18,7 @@ For a whole job (`paramlayout job -o DIR`), each rank loads its own chunk's layo
     from paramlayout.megatron import job_param_layout
     layout = job_param_layout("job/job.json", model_chunk, pp_rank=pp_rank, vp_stage=vp_stage)
 """
+import hashlib
 import json
 import os
 
@@ -132,4 +133,13 @@ def job_param_layout(job_path, model_chunk, pp_rank, vp_stage=0, classes=None):
     expect = {"strategy": job["strategy"], "dp": job["dense_shards"],
               "bucket_size": chunk["bucket_size"]}
     layout_path = os.path.join(os.path.dirname(os.path.abspath(job_path)), chunk["layout"])
+    recorded = chunk.get("layout_sha256")
+    if recorded:
+        with open(layout_path, "rb") as f:
+            actual = hashlib.sha256(f.read()).hexdigest()
+        if actual != recorded:
+            raise LayoutMismatch(
+                f"stage{pp_rank}.chunk{vp_stage}: {chunk['layout']} is not the file {job_path} "
+                f"names (SHA-256 {actual[:12]}, job.json records {recorded[:12]}); "
+                f"`paramlayout check` says more")
     return full_param_layout(layout_path, model_chunk, expect=expect, classes=classes)

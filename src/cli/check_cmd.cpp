@@ -1,8 +1,10 @@
 // paramlayout check: every promise of docs/strategies.md, without a GPU.
 #include <fmt/format.h>
 
+#include "check_job.hpp"
 #include "commands.hpp"
 #include "inputs.hpp"
+#include "job_input.hpp"
 #include "io.hpp"
 #include "paramlayout/check.hpp"
 
@@ -24,16 +26,27 @@ std::size_t param_count(const Layout& layout) {
 }  // namespace
 
 void setup_check(CLI::App& sub, CheckCommand& command) {
-  add_layout_with_manifest(sub, command.layout, command.manifest);
+  sub.add_option("JOB|LAYOUT", command.layout,
+                 "A job (its directory or job.json), or one layout v1 JSON file")
+      ->type_name("PATH")
+      ->required();
+  sub.add_option("--manifest", command.manifest, "A layout's manifest (a job names its own)")
+      ->type_name("FILE");
   sub.add_flag("--replan", command.replan,
-               "Also plan the manifest again with the recorded options and report any "
-               "difference (a stale or hand-edited layout)");
+               "Also plan again and report any difference: a job from the launch job.json "
+               "records (its config's hash must still match), a layout from its manifest with "
+               "the recorded options");
   sub.add_option("--limit", command.limit, "Print at most N broken promises (0: all)")
       ->type_name("N");
   add_max_input_size(sub, command.max_input);
 }
 
 Result<ExitCode> run_check(const CheckCommand& command) {
+  if (is_job_input(command.layout)) return run_check_job(command);
+  if (command.manifest.empty()) {
+    return Error{"--manifest is required with a layout (a job directory or job.json needs "
+                 "none)"};
+  }
   Result<LayoutWithManifest> inputs =
       load_layout_with_manifest(command.layout, command.manifest, command.max_input);
   if (!inputs) return inputs.error();

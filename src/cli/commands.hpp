@@ -121,6 +121,7 @@ struct JobCommand {
   std::string from;             ///< "" or an earlier job whose launch is replayed
   std::string hf_config;  ///< "" when the model arguments describe the model
   std::string output;     ///< "" for the summary only
+  bool replace = false;   ///< replace `output` even when it holds files not a job's
   std::string packer = "megatron";
   std::string model;  ///< "" for a name from the config's path
   bool quiet = false;

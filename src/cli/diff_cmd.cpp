@@ -1,9 +1,12 @@
-// paramlayout diff: what changed between two layouts, for reviewers and CI gates.
+// paramlayout diff: what changed between two layouts (or two jobs, diff_job.cpp), for
+// reviewers and CI gates.
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "diff_job.hpp"
 #include "inputs.hpp"
 #include "io.hpp"
+#include "job_input.hpp"
 #include "paramlayout/diff.hpp"
 #include "summary.hpp"
 
@@ -49,16 +52,6 @@ void print_list(const LayoutDiff& d, std::string_view title, std::size_t limit,
   if (shown < rows.size()) fmt::print("  ... and {} more (--limit 0 shows all)\n", rows.size() - shown);
 }
 
-/// An option's JSON text as people read it: strings unquoted, null as "none", counts grouped.
-std::string option_value(const std::string& json) {
-  if (json == "null") return "none";
-  if (json.size() >= 2 && json.front() == '"') return json.substr(1, json.size() - 2);
-  if (!json.empty() && json.front() >= '0' && json.front() <= '9') {
-    return group_digits(std::stoll(json));
-  }
-  return json;
-}
-
 void print_text(const LayoutDiff& d, std::size_t limit) {
   fmt::print("{}\n", d.verdict());
   if (!d.options.empty()) {
@@ -66,8 +59,8 @@ void print_text(const LayoutDiff& d, std::size_t limit) {
     for (const OptionChange& o : d.options) width = std::max(width, o.name.size());
     fmt::print("\noptions:\n");
     for (const OptionChange& o : d.options) {
-      fmt::print("  {:<{}}  {} -> {}\n", o.name, width, option_value(o.before),
-                 option_value(o.after));
+      fmt::print("  {:<{}}  {} -> {}\n", o.name, width, diff_value_text(o.before),
+                 diff_value_text(o.after));
     }
   }
   if (!d.warnings.empty()) fmt::print("\n");
@@ -101,8 +94,12 @@ void print_text(const LayoutDiff& d, std::size_t limit) {
 }  // namespace
 
 void setup_diff(CLI::App& sub, DiffCommand& command) {
-  sub.add_option("OLD_LAYOUT", command.old_layout, "Layout before")->type_name("FILE")->required();
-  sub.add_option("NEW_LAYOUT", command.new_layout, "Layout after")->type_name("FILE")->required();
+  sub.add_option("OLD", command.old_layout, "Job (directory or job.json) or layout before")
+      ->type_name("JOB|LAYOUT")
+      ->required();
+  sub.add_option("NEW", command.new_layout, "Job or layout after")
+      ->type_name("JOB|LAYOUT")
+      ->required();
   sub.add_flag("--json", command.json, "Print one JSON object instead of tables");
   sub.add_option("--limit", command.limit, "Rows per list (0: all)")
       ->type_name("N")
@@ -111,6 +108,19 @@ void setup_diff(CLI::App& sub, DiffCommand& command) {
 }
 
 Result<ExitCode> run_diff(const DiffCommand& command) {
+  const bool old_job = is_job_input(command.old_layout);
+  const bool new_job = is_job_input(command.new_layout);
+  if (old_job && new_job) return run_job_diff(command);
+  if (old_job || new_job) {
+    const std::string& layout = old_job ? command.new_layout : command.old_layout;
+    if (Result<std::string> text = read_file(layout, command.max_input); !text) {
+      return text.error();
+    }
+    return Error{fmt::format("{} is a job and {} is not: diff compares two jobs (directories or "
+                             "job.json) or two layouts",
+                             old_job ? command.old_layout : command.new_layout,
+                             old_job ? command.new_layout : command.old_layout)};
+  }
   Result<Layout> before = load_layout(command.old_layout, command.max_input);
   if (!before) return before.error();
   Result<Layout> after = load_layout(command.new_layout, command.max_input);

@@ -7,10 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <climits>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +16,7 @@
 #include <optional>
 
 #include "paramlayout/text.hpp"
+#include "signal_cleanup.hpp"
 
 namespace paramlayout::cli {
 namespace {
@@ -25,6 +24,8 @@ namespace {
 Error io_error(std::string_view path, std::string_view what) {
   return Error{fmt::format("{}: {}: {}", excerpt(path), what, std::strerror(errno))};
 }
+
+}  // namespace
 
 bool write_all(int fd, std::string_view content) {
   while (!content.empty()) {
@@ -38,55 +39,12 @@ bool write_all(int fd, std::string_view content) {
   return true;
 }
 
+namespace {
+
 Error too_large(std::string_view name, std::uint64_t max_bytes) {
   return Error{fmt::format("{}: larger than {}, the input size limit (--max-input-size raises it)",
                            excerpt(name), human_bytes(static_cast<double>(max_bytes)))};
 }
-
-// The temporary file being written, removed by the handler of a fatal signal. Plain storage:
-// a signal handler may only read it.
-char g_temp_path[PATH_MAX + 1] = {};
-volatile std::sig_atomic_t g_temp_active = 0;
-constexpr std::array kFatalSignals = {SIGHUP, SIGINT,  SIGQUIT, SIGTERM, SIGPIPE,
-                                      SIGALRM, SIGXFSZ, SIGUSR1, SIGUSR2};
-
-extern "C" void remove_temp_file(int signal) {
-  if (g_temp_active) ::unlink(g_temp_path);
-  // SA_RESETHAND restored the default action; it ends the process once this returns.
-  ::raise(signal);
-}
-
-/// While alive, a catchable fatal signal removes `path` before the process ends. Signals
-/// the process ignores stay ignored.
-class TempFileGuard {
- public:
-  explicit TempFileGuard(const std::string& path) {
-    if (path.size() >= sizeof g_temp_path) return;
-    std::memcpy(g_temp_path, path.c_str(), path.size() + 1);
-    g_temp_active = 1;
-    struct sigaction action {};
-    action.sa_handler = remove_temp_file;
-    action.sa_flags = SA_RESETHAND;
-    sigemptyset(&action.sa_mask);
-    for (std::size_t i = 0; i < kFatalSignals.size(); ++i) {
-      ::sigaction(kFatalSignals[i], nullptr, &previous_[i]);
-      installed_[i] = previous_[i].sa_handler == SIG_DFL &&
-                      ::sigaction(kFatalSignals[i], &action, nullptr) == 0;
-    }
-  }
-  ~TempFileGuard() {
-    for (std::size_t i = 0; i < kFatalSignals.size(); ++i) {
-      if (installed_[i]) ::sigaction(kFatalSignals[i], &previous_[i], nullptr);
-    }
-    g_temp_active = 0;
-  }
-  TempFileGuard(const TempFileGuard&) = delete;
-  TempFileGuard& operator=(const TempFileGuard&) = delete;
-
- private:
-  std::array<struct sigaction, kFatalSignals.size()> previous_{};
-  std::array<bool, kFatalSignals.size()> installed_{};
-};
 
 /// Where a dangling symbolic link points (following a chain of them), or `path` itself.
 std::string link_target(const std::string& path) {
@@ -123,15 +81,12 @@ Result<void> write_directly(const std::string& path, std::string_view content) {
 Result<void> replace_file(const std::string& target, std::string_view content, mode_t mode) {
   std::string temp = target + ".tmp.XXXXXX";
   // Signals between creating the file and arming the guard would leave it behind.
-  sigset_t fatal, old;
-  sigemptyset(&fatal);
-  for (int s : kFatalSignals) sigaddset(&fatal, s);
-  ::sigprocmask(SIG_BLOCK, &fatal, &old);
+  std::optional<FatalSignalsBlocked> blocked(std::in_place);
   const int fd = ::mkstemp(temp.data());
   const int mkstemp_errno = errno;
-  std::optional<TempFileGuard> guard;
-  if (fd >= 0) guard.emplace(temp);
-  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  std::optional<RemovedOnSignal> guard;
+  if (fd >= 0) guard.emplace(temp, RemovedOnSignal::Kind::file);
+  blocked.reset();
   if (fd < 0) {
     errno = mkstemp_errno;
     return io_error(target, "cannot create a temporary file beside it");

@@ -27,6 +27,10 @@ Result<std::string> read_file(const std::string& path,
 /// (/dev/stdout, a pipe) are written directly.
 Result<void> write_output(const std::string& path, std::string_view content);
 
+/// Writes all of `content` to the file descriptor `fd`, again after EINTR; false (errno
+/// says why) on an error.
+bool write_all(int fd, std::string_view content);
+
 /// Where `-o PATH` sends output, by the rule every command follows: "" and "-" are stdout; a
 /// path that ends in '/' or names an existing directory (or a link to one) is a directory;
 /// anything else is a file.

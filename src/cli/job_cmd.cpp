@@ -7,11 +7,12 @@
 #include "commands.hpp"
 #include "flags.hpp"
 #include "io.hpp"
+#include "job_directory.hpp"
 #include "job_input.hpp"
+#include "job_table.hpp"
 #include "launch.hpp"
 #include "paramlayout/job_record.hpp"
 #include "paramlayout/text.hpp"
-#include "summary.hpp"
 
 namespace paramlayout::cli {
 namespace {
@@ -48,21 +49,6 @@ Result<LaunchInput> launch_input(const JobCommand& c) {
   return LaunchInput{*job->record.launch, job->dir, job->record.generator};
 }
 
-/// "E 0-2", "33-34", "59-60 mtp 0 L": what a chunk builds.
-std::string describe_chunk(const ChunkPlacement& p) {
-  std::vector<std::string> parts;
-  if (p.pre_process) parts.emplace_back("E");
-  if (p.layers.size() == 1) parts.push_back(fmt::format("{}", p.layers.front()));
-  if (p.layers.size() > 1) parts.push_back(fmt::format("{}-{}", p.layers.front(), p.layers.back()));
-  if (!p.mtp_layers.empty()) {
-    parts.push_back(p.mtp_layers.size() == 1
-                        ? fmt::format("mtp {}", p.mtp_layers.front())
-                        : fmt::format("mtp {}-{}", p.mtp_layers.front(), p.mtp_layers.back()));
-  }
-  if (p.post_process) parts.emplace_back("L");
-  return parts.empty() ? std::string("-") : fmt::format("{}", fmt::join(parts, " "));
-}
-
 /// Whether any chunk has a buffer of expert-parallel params.
 bool has_expert_buffers(const JobPlan& plan) {
   for (const JobChunk& c : plan.chunks) {
@@ -73,80 +59,12 @@ bool has_expert_buffers(const JobPlan& plan) {
   return false;
 }
 
-void print_header(std::FILE* out, const JobSpec& job, const JobPlan& plan) {
-  const ParallelConfig& p = job.parallel;
-  fmt::print(out, "{}: {} GPUs = tp {} x pp {} x cp {} x dp {}", job.model_name,
-             group_digits(job.world_size), p.tp, p.pp, p.cp, job.dp);
-  if (job.model.moe.num_experts > 0) {
-    fmt::print(out, "; experts: ep {} x etp {} x expert dp {}", p.ep, p.etp, job.expert_dp);
-  }
-  if (p.vpp > 1) fmt::print(out, "; {} virtual chunks per stage", p.vpp);
-  const DType grad = job.grad_reduce_in_fp32 ? DType::float32 : job.param_dtype;
-  fmt::print(out, "\n  {}, {} params, {} grads; ", to_string(job.strategy),
-             to_string(job.param_dtype), to_string(grad));
-  const bool experts = has_expert_buffers(plan);
-  if (job.strategy == Strategy::unpadded) {
-    // Without the distributed optimizer every rank keeps whole buffers and all-reduces them.
-    fmt::print(out, "buffers not sharded (no distributed optimizer), grads all-reduced over "
-                    "{} ranks", job.dp * job.parallel.cp);
-    if (experts) fmt::print(out, " (expert grads over {})", job.expert_dp);
-  } else {
-    fmt::print(out, "buffers sharded over {} ranks", job.dense_shards());
-    if (experts) fmt::print(out, " (expert buffers over {})", job.expert_shards());
-  }
-  fmt::print(out, "\n  optimizer state: {}\n",
-             describe_optimizer_state(job.optimizer, job.param_dtype, grad));
-  for (const std::string& note : job.notes) fmt::print(out, "  note: {}\n", note);
-  if (!job.ignored_arguments.empty()) {
-    constexpr std::size_t kShown = 6;
-    std::vector<std::string> names;
-    for (std::size_t i = 0; i < job.ignored_arguments.size() && i < kShown; ++i) {
-      const std::string& a = job.ignored_arguments[i];
-      names.push_back(a.substr(0, a.find(' ')));
-    }
-    const std::size_t more = job.ignored_arguments.size() - names.size();
-    fmt::print(out, "  ignored {} arguments that do not change the layout: {}{}\n",
-               job.ignored_arguments.size(), fmt::join(names, ", "),
-               more > 0 ? fmt::format(" and {} more (job.json lists them)", more) : "");
-  }
-}
-
-void print_table(std::FILE* out, const JobSpec& job, const JobPlan& plan) {
-  constexpr const char* kRow = "  {:>5} {:>5}  {:<16} {:>17} {:>8} {:>11} {:>11} {:>11} {:>11}\n";
-  fmt::print(out, "\n");
-  fmt::print(out, kRow, "stage", "chunk", "builds", "param elements", "padding", "params/rank",
-             "grads/rank", "optim/rank", "total/rank");
-  for (std::int64_t stage = 0; stage < job.parallel.pp; ++stage) {
-    for (const JobChunk& c : plan.chunks) {
-      if (c.placement.stage != stage) continue;
-      const BytesPerRank& b = c.stats.bytes_per_rank;
-      fmt::print(out, kRow, stage, c.placement.chunk, describe_chunk(c.placement),
-                 group_digits(c.param_elements),
-                 fmt::format("{:.2f}%", c.stats.padding_percent()), human_bytes(b.params),
-                 human_bytes(b.grads), human_bytes(b.optimizer), human_bytes(b.total()));
-    }
-    if (job.parallel.vpp > 1) {
-      const BytesPerRank m = stage_memory(plan, stage).value_or(BytesPerRank{});
-      fmt::print(out, kRow, stage, "all", "", "", "", human_bytes(m.params), human_bytes(m.grads),
-                 human_bytes(m.optimizer), human_bytes(m.total()));
-    }
-  }
-  const BytesPerRank heaviest = stage_memory(plan, plan.heaviest_stage).value_or(BytesPerRank{});
-  fmt::print(out, "  heaviest stage: {}, {} per rank (params {}, grads {}, optimizer state {})\n",
-             plan.heaviest_stage, human_bytes(heaviest.total()), human_bytes(heaviest.params),
-             human_bytes(heaviest.grads), human_bytes(heaviest.optimizer));
-  std::vector<StageTraffic> traffic;
-  for (const JobChunk& c : plan.chunks) traffic.push_back({c.placement.stage, &c.stats.traffic});
-  print_busiest_stage(out, traffic);
-}
-
-Result<void> write_outputs(const std::string& dir, const std::vector<JobFile>& files) {
-  if (Result<void> made = make_output_directory(dir); !made) return made;
-  const std::filesystem::path base(dir);
-  for (const JobFile& f : files) {
-    if (Result<void> r = write_output((base / f.name).string(), f.content); !r) return r;
-  }
-  return {};
+/// The figures of the job's table, from the plan's own.
+Result<JobStats> plan_stats(const JobRecord& record, const JobPlan& plan) {
+  std::vector<LayoutStats> chunk_stats;
+  chunk_stats.reserve(plan.chunks.size());
+  for (const JobChunk& c : plan.chunks) chunk_stats.push_back(c.stats);
+  return job_stats(record, std::move(chunk_stats));
 }
 
 }  // namespace
@@ -162,6 +80,8 @@ void setup_job(CLI::App& sub, JobCommand& command) {
                  "Write stageS.chunkC.{manifest,layout}.json and job.json into this directory "
                  "(without it, only the summary)")
       ->type_name("DIR");
+  sub.add_flag("--replace", command.replace,
+               "Replace DIR even when it holds files that are not a job's (deleted with it)");
   sub.add_option("--packer", command.packer,
                  "Layerwise packing: megatron (Megatron-LM's, bit-exact) or balanced")
       ->type_name("NAME")
@@ -195,16 +115,26 @@ Result<ExitCode> run_job(const JobCommand& command) {
       fmt::print(stderr, "paramlayout: note: {}\n", change);
     }
   }
+  // The table's figures before any file is written: a job is written whole with its summary.
+  const JobRecord record = job_record(job, plan, std::nullopt, {});
+  Result<JobStats> stats = plan_stats(record, plan);
+  if (!stats) return stats.error();
   if (!command.output.empty()) {
     const LaunchRecord launch = record_launch(input->launch, planned->files, command.output);
-    if (Result<void> written = write_outputs(command.output, job_files(job, plan, launch));
+    if (Result<void> written =
+            write_job_directory(command.output, job_files(job, plan, launch), command.replace);
         !written) {
       return written.error();
     }
   }
   if (!command.quiet) {
-    print_header(stdout, job, plan);
-    print_table(stdout, job, plan);
+    const DType grad = job.grad_reduce_in_fp32 ? DType::float32 : job.param_dtype;
+    print_job_header(stdout, record,
+                     {.experts = job.model.moe.num_experts > 0,
+                      .expert_buffers = has_expert_buffers(plan),
+                      .optimizer_state =
+                          describe_optimizer_state(job.optimizer, job.param_dtype, grad)});
+    print_job_table(stdout, record, *stats);
     if (!command.output.empty()) {
       fmt::print("wrote {} files to {}: job.json and each stageS.chunkC's manifest and layout\n",
                  2 * plan.chunks.size() + 1, command.output);

@@ -24,7 +24,7 @@ class FileLocator {
   std::optional<fs::path> locate(const std::string& given) const {
     if (!recorded_in_) return fs::path(given);
     for (const LaunchFile& f : launch_.files) {
-      if (f.given == given) return *recorded_in_ / f.path;
+      if (f.given == given) return (*recorded_in_ / f.path).lexically_normal();
     }
     return std::nullopt;
   }

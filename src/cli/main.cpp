@@ -46,7 +46,7 @@ std::vector<Command> commands() {
               "Check a layout, then move real buffers with reduce-scatter and "
               "all-gather",
               setup_verify, run_verify),
-      command("diff", "Show what changed between two layouts", setup_diff, run_diff),
+      command("diff", "Show what changed between two jobs or two layouts", setup_diff, run_diff),
       command("synth", "Write the manifest of one rank's chunk of a Hugging Face model config",
               setup_synth, run_synth),
       command("stats",

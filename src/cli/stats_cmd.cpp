@@ -1,23 +1,65 @@
-// paramlayout stats: the quality figures of an existing layout.
+// paramlayout stats: the quality figures of an existing layout, or of every chunk of a job.
 #include <fmt/format.h>
 
 #include "commands.hpp"
 #include "inputs.hpp"
 #include "io.hpp"
+#include "job_input.hpp"
+#include "job_table.hpp"
+#include "paramlayout/job_stats.hpp"
 #include "paramlayout/stats.hpp"
 #include "summary.hpp"
 
 namespace paramlayout::cli {
+namespace {
+
+/// stats JOB: the job's header and table, then what each stage sends per step.
+Result<ExitCode> run_job_stats(const StatsCommand& command) {
+  if (!command.manifest.empty()) {
+    return Error{fmt::format("--manifest: {} is a job, whose chunks name their own manifests; "
+                             "give no --manifest with a job",
+                             command.layout)};
+  }
+  Result<JobWithStats> loaded = load_job_with_stats(command.layout, command.max_input);
+  if (!loaded) return loaded.error();
+  const JobRecord& record = loaded->job.job.record;
+  if (command.json) {
+    fmt::print("{}\n", job_stats_to_json(record, loaded->stats, command.link_gbps));
+    return kExitOk;
+  }
+  const bool expert_buffers = has_expert_buffers(loaded->job);
+  print_job_header(stdout, record,
+                   {.experts = expert_buffers || record.parallel.ep > 1,
+                    .expert_buffers = expert_buffers,
+                    .optimizer_state = {}});
+  print_job_table(stdout, record, loaded->stats);
+  print_job_traffic_table(stdout, record, loaded->stats, command.link_gbps);
+  return kExitOk;
+}
+
+}  // namespace
 
 void setup_stats(CLI::App& sub, StatsCommand& command) {
   add_layout_with_manifest(sub, command.layout, command.manifest,
-                           "The manifest it was planned from (shapes)");
+                           "The manifest it was planned from (shapes); not with a job");
+  // A job names each chunk's manifest: --manifest is required with a layout only.
+  sub.get_option("--manifest")->required(false);
+  sub.get_option("LAYOUT")->description(
+      "Layout v1 JSON file, or a job: its directory or job.json");
   sub.add_flag("--json", command.json, "One JSON object on stdout");
   add_link_gbps(sub, command.link_gbps);
   add_max_input_size(sub, command.max_input);
 }
 
 Result<ExitCode> run_stats(const StatsCommand& command) {
+  if (is_job_input(command.layout)) return run_job_stats(command);
+  if (command.manifest.empty()) {
+    // What is wrong with the layout first: a file that is missing or not a layout.
+    if (Result<Layout> layout = load_layout(command.layout, command.max_input); !layout) {
+      return layout.error();
+    }
+    return Error{"--manifest is required with a layout (a job names each chunk's own)"};
+  }
   Result<LayoutWithManifest> inputs =
       load_layout_with_manifest(command.layout, command.manifest, command.max_input);
   if (!inputs) return inputs.error();

@@ -149,36 +149,6 @@ void warn_if_far_off(const std::string& name, const Manifest& manifest, const La
   }
 }
 
-void print_busiest_stage(std::FILE* out, const std::vector<StageTraffic>& chunks) {
-  std::map<std::int64_t, LayoutTraffic> stages;
-  for (const StageTraffic& c : chunks) {
-    LayoutTraffic& t = stages[c.stage];
-    for (auto field : {&LayoutTraffic::reduce_scatter_bytes, &LayoutTraffic::all_gather_bytes,
-                       &LayoutTraffic::all_reduce_bytes, &LayoutTraffic::sent_bytes,
-                       &LayoutTraffic::padding_sent_bytes}) {
-      t.*field = checked_add(t.*field, c.traffic->*field)
-                     .value_or(std::numeric_limits<std::int64_t>::max());
-    }
-  }
-  const auto busiest = std::max_element(stages.begin(), stages.end(), [](auto& a, auto& b) {
-    return a.second.sent_bytes < b.second.sent_bytes;
-  });
-  if (busiest == stages.end()) return;
-  const LayoutTraffic& t = busiest->second;
-  if (t.sent_bytes == 0) {
-    fmt::print(out, "  no data-parallel traffic: each buffer's collectives span a single rank\n");
-    return;
-  }
-  fmt::print(out, "  most traffic: stage {}, each rank sends {} per step ({:.2f}% padding)",
-             busiest->first, bytes_text(t.sent_bytes), t.padding_percent());
-  if (t.all_reduce_bytes > 0) {
-    fmt::print(out, "; all-reduces {}\n", bytes_text(t.all_reduce_bytes));
-  } else {
-    fmt::print(out, "; reduce-scatters {}, all-gathers {}\n", bytes_text(t.reduce_scatter_bytes),
-               bytes_text(t.all_gather_bytes));
-  }
-}
-
 void print_pipeline_summary(std::FILE* out, const std::vector<ChunkSummary>& chunks) {
   constexpr const char* kRow = "  {:<40} {:>7} {:>17} {:>8} {:>12} {:>12}\n";
   fmt::print(out, "pipeline: {} chunks\n", chunks.size());

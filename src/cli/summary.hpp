@@ -43,14 +43,4 @@ void print_pipeline_summary(std::FILE* out, const std::vector<ChunkSummary>& chu
 void warn_if_far_off(const std::string& name, const Manifest& manifest, const Layout& layout,
                      const LayoutStats& stats);
 
-/// One chunk's traffic, by pipeline stage, for print_busiest_stage.
-struct StageTraffic {
-  std::int64_t stage = 0;
-  const LayoutTraffic* traffic = nullptr;
-};
-
-/// The stage whose ranks send the most per step (each chunk's DDP reduces its own buffers,
-/// so a rank sends all its chunks' traffic): one line.
-void print_busiest_stage(std::FILE* out, const std::vector<StageTraffic>& chunks);
-
 }  // namespace paramlayout::cli

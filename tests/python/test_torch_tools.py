@@ -232,6 +232,14 @@ class JobLayout(unittest.TestCase):
                 paramlayout_megatron.job_param_layout(job_path, chunk, pp_rank=2,
                                                       classes=classes())
             self.assertIn("no chunk for pipeline stage 2", str(caught.exception))
+            # A layout file that is not the one job.json names is refused, naming the chunk.
+            layout = Path(tmp, "stage1.chunk0.layout.json")
+            layout.write_text(layout.read_text() + " ")
+            with self.assertRaises(paramlayout_megatron.LayoutMismatch) as caught:
+                paramlayout_megatron.job_param_layout(job_path, chunk, pp_rank=1,
+                                                      classes=classes())
+            self.assertIn("stage1.chunk0: stage1.chunk0.layout.json is not the file",
+                          str(caught.exception))
 
 
 if __name__ == "__main__":

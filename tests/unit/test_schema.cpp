@@ -13,7 +13,9 @@
 #include <valijson/schema_parser.hpp>
 #include <valijson/validator.hpp>
 
+#include "paramlayout/job_record.hpp"
 #include "paramlayout/layout_json.hpp"
+#include "paramlayout/megatron_args.hpp"
 #include "paramlayout/plan.hpp"
 #include "test_support.hpp"
 
@@ -22,6 +24,7 @@ using nlohmann::json;
 using paramlayout::test::expect_ok;
 using paramlayout::test::read_text;
 using paramlayout::test::source_path;
+using paramlayout::test::operator+;
 
 namespace {
 
@@ -52,6 +55,11 @@ const SchemaValidator& manifest_schema() {
 
 const SchemaValidator& layout_schema() {
   static const SchemaValidator v("schemas/layout.schema.json");
+  return v;
+}
+
+const SchemaValidator& job_schema() {
+  static const SchemaValidator v("schemas/job.schema.json");
   return v;
 }
 
@@ -86,6 +94,37 @@ TEST_SUITE("schema") {
         CHECK(layout_schema().valid(json::parse(write_layout_json(expect_ok(plan(m, o))))));
       }
     }
+  }
+
+  TEST_CASE("job.json as job writes it is schema-valid; the reader and the schema refuse the "
+            "same broken ones") {
+    const test::Args args = test::small_gpt_args(4) +
+                            test::Args{"--vocab-size", "1000", "--pipeline-model-parallel-size",
+                                       "2", "--bf16", "--use-distributed-optimizer"};
+    const JobSpec spec = expect_ok(job_from_megatron_args(args, 8, nullptr));
+    const JobPlan plan = expect_ok(plan_job(spec));
+    LaunchRecord launch;
+    launch.world_size = 8;
+    launch.args = args;
+    launch.files.push_back({"c.json", "../c.json", std::string(64, 'a')});
+    const json job = json::parse(job_files(spec, plan, launch).back().content);
+    CHECK(job_schema().valid(job));
+    const auto both_refuse = [](json broken) {
+      CHECK_FALSE(job_schema().valid(broken));
+      CHECK_FALSE(parse_job_json(broken.dump(), "job.json").ok());
+    };
+    json broken = job;
+    broken["chunks"][0]["layout"] = "../x.json";
+    both_refuse(broken);
+    broken = job;
+    broken["chunks"][1]["manifest_sha256"] = "XYZ";
+    both_refuse(broken);
+    broken = job;
+    broken["launch"].erase("args");
+    both_refuse(broken);
+    broken = job;
+    broken["launch"]["files"][0]["sha256"] = std::string(64, 'A');
+    both_refuse(broken);
   }
 
   TEST_CASE("the reader and the schema reject the same bad manifests") {

@@ -108,6 +108,7 @@ Result<JobPlan> plan_job(const JobSpec& job) {
     Result<ChunkPlan> planned = plan_chunk(c.manifest, options);
     if (!planned) return planned.error();
     c.layout = std::move(planned->layout);
+    c.layout_stats = planned->stats;
     c.stats = std::move(planned->stats);
     if (!charge_optimizer_state(c.layout, job.optimizer, c.stats)) {
       return Error{fmt::format("stage {} chunk {}: its optimizer state per rank is too large",

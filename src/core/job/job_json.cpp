@@ -136,7 +136,7 @@ std::vector<JobFile> job_files(const JobSpec& job, const JobPlan& plan,
   for (const JobChunk& c : plan.chunks) {
     const std::string stem = chunk_file_stem(c.placement);
     files.push_back({stem + ".manifest.json", write_manifest_json(c.manifest)});
-    files.push_back({stem + ".layout.json", write_layout_json(c.layout, stats_to_json(c.stats))});
+    files.push_back({stem + ".layout.json", write_layout_json(c.layout, stats_to_json(c.layout_stats))});
   }
   files.push_back({"job.json", write_job_json(job_record(job, plan, launch, files))});
   return files;

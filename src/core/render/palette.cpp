@@ -30,25 +30,46 @@ bool is_mtp(std::string_view name) { return name.starts_with("mtp."); }
 
 }  // namespace
 
-Palette::Palette(const Layout& layout) {
+std::optional<std::int64_t> decoder_layer_of(std::string_view param_name) {
+  return is_mtp(param_name) ? std::nullopt : layer_of(param_name);
+}
+
+namespace {
+
+/// The first and last decoder layer named in `layout`'s params; {-1, -1} for none.
+std::pair<std::int64_t, std::int64_t> layer_range(const Layout& layout) {
   std::int64_t first = -1;
   std::int64_t last = -1;
   for (const BufferLayout& b : layout.buffers) {
     for (const ParamSlot& p : b.params) {
-      if (is_mtp(p.name)) continue;
-      if (const std::optional<std::int64_t> layer = layer_of(p.name)) {
+      if (const std::optional<std::int64_t> layer = decoder_layer_of(p.name)) {
         first = first < 0 ? *layer : std::min(first, *layer);
         last = std::max(last, *layer);
       }
     }
   }
-  if (first < 0) return;
+  return {first, last};
+}
+
+}  // namespace
+
+Palette::Palette(const Layout& layout)
+    : Palette(layer_range(layout).first, layer_range(layout).second) {}
+
+Palette::Palette(std::int64_t first, std::int64_t last) {
+  if (first < 0 || last < first) return;
   first_layer_ = first;
   last_layer_ = last;
   // last - first fits (both are >= 0); last - first + 1 might not.
   const std::int64_t spread = last - first;
   layers_per_colour_ = spread < kMaxSingleLayers ? 1 : spread / kMaxLayerRanges + 1;
   layer_colours_ = static_cast<int>(spread / layers_per_colour_ + 1);
+}
+
+Colour Palette::colour_of_layer(std::int64_t layer) const {
+  if (layer_colours_ == 0) return layer_colours_ + kRest;
+  const std::int64_t at = std::clamp(layer, first_layer_, last_layer_);
+  return static_cast<Colour>((at - first_layer_) / layers_per_colour_);
 }
 
 Colour Palette::colour_of(std::string_view name) const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,13 +16,22 @@ namespace paramlayout::render {
 /// A colour group's index, from 0.
 using Colour = int;
 
+/// The decoder layer a param belongs to: the N of the first "layers.N." in its name, for
+/// params outside the multi-token prediction layers; nullopt for the others.
+std::optional<std::int64_t> decoder_layer_of(std::string_view param_name);
+
 class Palette {
  public:
   /// Groups for the params of `layout`: at most 12 decoder layers one colour each, more
   /// in at most 10 ranges of consecutive layers.
   explicit Palette(const Layout& layout);
+  /// Groups for the decoder layers `first_layer` to `last_layer` (a job's, numbered across
+  /// its chunks), as many as the layout constructor makes; `last_layer` < 0: no layers.
+  Palette(std::int64_t first_layer, std::int64_t last_layer);
 
   Colour colour_of(std::string_view param_name) const;
+  /// The colour of decoder layer `layer`, one of the palette's layers.
+  Colour colour_of_layer(std::int64_t layer) const;
 
   /// CSS rules `.cN{fill:...}` for every group.
   std::string css() const;

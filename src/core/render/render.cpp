@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "buffer_view.hpp"
+#include "page.hpp"
 #include "palette.hpp"
 #include "paramlayout/check.hpp"
 #include "paramlayout/stats.hpp"
@@ -42,31 +43,6 @@ double box_threshold(const std::vector<BufferView>& views) {
                    std::greater<>());
   // Strictly above the kMaxBoxes-th largest: ties are merged rather than counted.
   return std::nextafter(heights[kMaxBoxes - 1], INFINITY);
-}
-
-/// The colours used, with the padding's hatching first.
-double draw_legend(std::string& out, double y, const Palette& palette,
-                   const std::vector<bool>& used) {
-  out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"h\">colours</text>\n", kMargin, y + 11);
-  double x = kPlotLeft;
-  const auto entry = [&](const std::string& css, const std::string& label) {
-    const double width = 24 + 6.2 * static_cast<double>(label.size());
-    if (x + width > kPageWidth - kMargin) {
-      x = kPlotLeft;
-      y += 18;
-    }
-    out += fmt::format(
-        "<rect class=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"14\"/>"
-        "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"s\">{}</text>\n",
-        css, x, y, x + 18, y + 11, escape(label));
-    x += width + 12;
-  };
-  entry("pad", "padding");
-  const std::vector<Colour> colours = palette.all();
-  for (std::size_t i = 0; i < colours.size(); ++i) {
-    if (used[i]) entry("sw " + Palette::css_class(colours[i]), palette.label(colours[i]));
-  }
-  return y + 28;
 }
 
 /// One bar of what every rank holds: params, grads and optimizer state, padding hatched.
@@ -138,7 +114,7 @@ Result<std::string> render_svg(const Layout& layout) {
   for (std::size_t i = 0; i < views.size(); ++i) {
     y = views[i].draw(body, y, i, palette, min_height, used);
   }
-  y = draw_legend(body, y + 4, palette, used);
+  y = render::draw_legend(body, y + 4, palette, used);
   if (stats) y = draw_memory(body, y, layout, *stats);
 
   const PlanOptions& o = layout.options;
@@ -147,22 +123,11 @@ Result<std::string> render_svg(const Layout& layout) {
                   to_string(o.strategy), o.dp);
   if (o.expert_dp != o.dp) title += fmt::format(", expert dp {}", o.expert_dp);
   if (o.strategy == Strategy::layerwise) title += fmt::format(", {} packer", to_string(o.packer));
-  std::string svg = fmt::format(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1:.0f}\" "
-      "viewBox=\"0 0 {0} {1:.0f}\" font-family=\"sans-serif\">\n"
-      "<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
-      "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f4f4f4\"/>"
-      "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c8c8c8\" stroke-width=\"2\"/>"
-      "</pattern><style>.t{{font-size:16px;font-weight:bold}} .h{{font-size:12px}} "
-      ".s{{font-size:10px;fill:#333}} .pad{{fill:url(#hatch);stroke:#999;stroke-width:0.5}} "
-      ".p{{stroke:#fff;stroke-width:0.4}} .grid{{stroke:#999;stroke-width:0.5;fill:none}} "
-      ".use{{fill:#9ab8de}} .sw{{stroke:#444;stroke-width:0.5}} .mp{{fill:#5b8def}} "
-      ".mg{{fill:#f2a65a}} .mo{{fill:#7cc47c}} {2}</style></defs>\n"
-      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{3}\" y=\"28\" class=\"t\">{4}</text>\n"
-      "<text x=\"{3}\" y=\"46\" class=\"s\">{5}hover a box for its param and range</text>\n",
-      kPageWidth, y + 8, palette.css(), kMargin, title,
+  std::string svg = render::page_start(y + 8, palette);
+  svg += fmt::format(
+      "<text x=\"{0}\" y=\"28\" class=\"t\">{1}</text>\n"
+      "<text x=\"{0}\" y=\"46\" class=\"s\">{2}hover a box for its param and range</text>\n",
+      kMargin, title,
       stats ? fmt::format("padding {:.2f}% of the buffers; each rank sends {} per step ({:.2f}% "
                           "padding); ",
                           stats->padding_percent(),

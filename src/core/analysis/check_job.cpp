@@ -1,0 +1,125 @@
+#include "paramlayout/check_job.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "paramlayout/stats.hpp"
+#include "paramlayout/text.hpp"
+
+namespace paramlayout {
+namespace {
+
+class Findings {
+ public:
+  explicit Findings(std::vector<Violation>& out) : out_(out) {}
+
+  /// Records "`what` is `recorded` in job.json, the files give `actual`" unless they agree.
+  template <class T>
+  void expect(const std::string& where, std::string_view what, const T& recorded,
+              const T& actual) {
+    if (recorded == actual) return;
+    out_.push_back({where, fmt::format("{}records {} {}, its files give {}",
+                                       where == "job.json" ? "" : "job.json ", what,
+                                       shown(recorded), shown(actual))});
+  }
+  void add(const std::string& where, std::string what) { out_.push_back({where, std::move(what)}); }
+
+ private:
+  static std::string shown(std::int64_t n) { return group_digits(n); }
+  static std::string shown(const std::string& s) { return s; }
+  static std::string shown(const std::optional<std::int64_t>& n) {
+    return n ? group_digits(*n) : std::string("none");
+  }
+  std::vector<Violation>& out_;
+};
+
+std::int64_t param_elements(const Manifest& manifest) {
+  std::int64_t n = 0;
+  for (const Param& p : manifest.params) n += p.numel;
+  return n;
+}
+
+void check_sizes(const JobRecord& job, Findings& f) {
+  const ParallelConfig& p = job.parallel;
+  const std::int64_t dense_group = p.tp * p.pp * p.cp;
+  const std::int64_t expert_group = p.etp * p.ep * p.pp;
+  if (job.world_size % dense_group != 0 || job.world_size % expert_group != 0) {
+    f.add("job.json", fmt::format("world size {} is not a multiple of tp x pp x cp = {} and "
+                                  "etp x ep x pp = {}",
+                                  job.world_size, dense_group, expert_group));
+    return;
+  }
+  f.expect("job.json", "dp", job.dp, job.world_size / dense_group);
+  f.expect("job.json", "expert dp", job.expert_dp, job.world_size / expert_group);
+}
+
+void check_chunk(const JobRecord& job, const JobChunkFiles& files, Findings& f) {
+  const JobRecordChunk& c = *files.record;
+  const std::string where = c.name();
+  if (const std::optional<ParallelConfig>& at = files.manifest->parallel) {
+    ParallelConfig expected = job.parallel;
+    expected.stage = c.stage;
+    expected.chunk = c.chunk;
+    if (*at != expected) {
+      f.add(where, fmt::format("its manifest was made for stage {} chunk {} of tp {} pp {} vpp "
+                               "{} cp {} ep {} etp {}, not this job's",
+                               at->stage, at->chunk, at->tp, at->pp, at->vpp, at->cp, at->ep,
+                               at->etp));
+    }
+  }
+  const PlanOptions& o = files.layout->options;
+  f.expect(where, "dense shards", job.dense_shards, o.dp);
+  f.expect(where, "expert shards", job.expert_shards, o.expert_dp);
+  f.expect(where, "strategy", std::string(to_string(job.strategy)),
+           std::string(to_string(o.strategy)));
+  if (job.strategy == Strategy::layerwise) {
+    f.expect(where, "packer", std::string(to_string(job.packer)),
+             std::string(to_string(o.packer)));
+  }
+  const DType grad = o.grad_reduce_in_fp32 ? DType::float32 : job.param_dtype;
+  f.expect(where, "grad dtype", std::string(to_string(job.grad_dtype)),
+           std::string(to_string(grad)));
+  f.expect(where, "bucket size", c.bucket_size, o.bucket_size);
+  f.expect(where, "param elements", c.param_elements, param_elements(*files.manifest));
+  const Result<LayoutStats> stats = layout_stats(*files.layout, *files.manifest);
+  if (!stats) return;  // check_layout reports what keeps the layout from being measured
+  f.expect(where, "params per rank (bytes)", c.bytes_per_rank.params,
+           stats->bytes_per_rank.params);
+  f.expect(where, "grads per rank (bytes)", c.bytes_per_rank.grads, stats->bytes_per_rank.grads);
+}
+
+/// The heaviest stage from the chunks' recorded figures, as plan_job picks it: the first of
+/// the stages with the most bytes per rank.
+void check_heaviest_stage(const JobRecord& job, Findings& f) {
+  std::map<std::int64_t, BytesPerRank> stages;
+  for (const JobRecordChunk& c : job.chunks) {
+    if (!stages[c.stage].add(c.bytes_per_rank)) return;
+  }
+  std::int64_t heaviest = 0;
+  std::int64_t most = -1;
+  for (const auto& [stage, bytes] : stages) {
+    if (bytes.total() > most) {
+      most = bytes.total();
+      heaviest = stage;
+    }
+  }
+  f.expect("job.json", "heaviest stage", job.heaviest_stage, heaviest);
+  const BytesPerRank& b = stages[heaviest];
+  f.expect("job.json", "the heaviest stage's bytes per rank", job.heaviest_stage_bytes.total(),
+           b.total());
+}
+
+}  // namespace
+
+std::vector<Violation> check_job_record(const JobRecord& job,
+                                        const std::vector<JobChunkFiles>& chunks) {
+  std::vector<Violation> out;
+  Findings f(out);
+  check_sizes(job, f);
+  for (const JobChunkFiles& files : chunks) check_chunk(job, files, f);
+  check_heaviest_stage(job, f);
+  return out;
+}
+
+}  // namespace paramlayout
