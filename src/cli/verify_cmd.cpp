@@ -57,7 +57,9 @@ Result<ExitCode> run_verify_layout(const VerifyCommand& command, ProcessGroup& g
   Result<LayoutWithManifest> inputs = Error{""};
   if (Result<void> usage = layout_or_job_usage(false, command.layout, command.manifest);
       !usage) {
-    problem = usage.error().message;
+    // What is wrong with the file first: one that is missing or not a layout.
+    Result<Layout> layout = load_layout(command.layout, command.max_input);
+    problem = layout ? usage.error().message : layout.error().message;
   } else if (command.stage || command.chunk) {
     problem = fmt::format("{}: {} is a layout; only a job has stages and chunks to select",
                           command.stage ? "--stage" : "--chunk", display_name(command.layout));

@@ -180,6 +180,7 @@ class DenseJob(unittest.TestCase):
             ([layout, "--manifest", manifest, "--stage", "0"],
              "--stage: " + str(layout) + " is a layout; only a job has stages"),
             ([Path(self.tmp.name)], "not a job directory: it holds no job.json"),
+            ([Path(self.tmp.name, "missing.json")], "missing.json: cannot open"),
         ]:
             with self.subTest(message):
                 result = run("verify", *args, "--backend", "cpu")
