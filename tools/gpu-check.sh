@@ -14,6 +14,8 @@
 #   copy-bandwidth     a device-to-device copy, the yardstick of the fill and check kernels
 #   llama3-70b         Llama-3-70B TP 8 PP 4 stage 0, dp 64 on one GPU, both strategies
 #   deepseek-v3        DeepSeek-V3 TP 8 EP 8 (dp 64, expert dp 8) on one GPU, both strategies
+#   deepseek-v3-job    one chunk of the DeepSeek-V3 job on 1,024 GPUs (its first MoE chunk,
+#                      dp 64, expert dp 1), as `verify JOB --stage --chunk` verifies it
 #   megatron           tests/gpu/megatron_ddp.py: the layouts in Megatron-LM's own DDP (last)
 # Into $OUT (at most 8 files): gpu-check.log (this transcript), summary.md and results.json
 # (the tables, rewritten after every step), logs.tar.gz (every step's log and report),
@@ -156,7 +158,7 @@ else
   else
     echo "gpu-check: no usable binaries: $why"
     skip_rest "no usable binaries" inputs megatron-files broken-layout environment gpu-probe \
-      gpu-tests reference copy-bandwidth llama3-70b deepseek-v3 megatron
+      gpu-tests reference copy-bandwidth llama3-70b deepseek-v3 deepseek-v3-job megatron
     finish 2
   fi
 fi
@@ -178,6 +180,19 @@ step_inputs() {
   done
   "$bin/paramlayout" plan testdata/reference/manifests/random-1001.json --dp 2 -q \
     -o "$data/probe.layout.json" || return 1
+  # The DeepSeek-V3 job on 1,024 GPUs (tests/cli/job_tests.py's launch): its chunk must load,
+  # be selected and pass the static check; only the data pass is left for the GPU.
+  "$bin/paramlayout" job --world-size 1024 --hf-config testdata/configs/deepseek-v3.json -q \
+    -o "$data/deepseek-v3-job" -- --tensor-model-parallel-size 1 \
+    --pipeline-model-parallel-size 16 --expert-model-parallel-size 64 \
+    --pipeline-model-parallel-layout 'Et*3|(tt|)*29m|L' --mtp-num-layers 1 --bf16 \
+    --use-distributed-optimizer --overlap-grad-reduce --moe-grouped-gemm || return 1
+  local why
+  why=$(verify_deepseek_job_chunk --backend cpu --max-elements 1 2>&1)
+  grep -q "stage1.chunk0: .*the data pass would move" <<<"$why" ||
+    { echo "the DeepSeek-V3 job's chunk is not ready: $why"; return 1; }
+  echo "DeepSeek-V3 job: $(grep -c '"chunk": ' "$data/deepseek-v3-job/job.json") chunks;" \
+    "stage1.chunk0 holds $(sed -n 's/.*would move \([0-9,]*\) elements.*/\1/p' <<<"$why") elements"
   python3 tests/gpu/verify_reference.py plan "$bin/paramlayout" "$root" "$data/reference" || return 1
   # A param one element short: the static pass must catch it (exit 1).
   python3 - "$data" <<'PY' || return 1
@@ -313,6 +328,22 @@ verify_model() {  # MODEL
 step_llama() { verify_model llama3-70b; }
 step_deepseek() { verify_model deepseek-v3; }
 
+# The DeepSeek-V3 job's first MoE chunk (layers 3 and 4), at the job's own dp and expert dp.
+verify_deepseek_job_chunk() {
+  "$bin/paramlayout" verify "$data/deepseek-v3-job" --stage 1 --chunk 0 "$@"
+}
+step_deepseek_job() {
+  local rc t0
+  t0=$(date +%s.%N)
+  verify_deepseek_job_chunk --backend nccl --timeout 120 \
+    --report "$work/reports/deepseek-v3-job.json" \
+    >"$work/logs/verify-deepseek-v3-job.txt" 2>&1
+  rc=$?
+  cat "$work/logs/verify-deepseek-v3-job.txt"
+  echo "  exit $rc, $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}') s wall"
+  return $rc
+}
+
 step_megatron() {
   python3 tests/gpu/megatron_ddp.py --paramlayout "$bin/paramlayout" --megatron build-carry \
     --loader "$megatron_loader" --work "$work/megatron" \
@@ -321,7 +352,7 @@ step_megatron() {
 
 export -f step_inputs step_megatron_files step_broken_layout step_environment step_gpu_probe \
   step_gpu_tests step_reference step_copy_bandwidth verify_model step_llama step_deepseek \
-  step_megatron
+  verify_deepseek_job_chunk step_deepseek_job step_megatron
 export nccl
 
 # -- the run ----------------------------------------------------------------------------
@@ -334,7 +365,7 @@ run_step gpu-probe 90 step_gpu_probe
 case $? in
   0) ;;
   3) skip_rest "no CUDA device was found" gpu-tests reference copy-bandwidth llama3-70b \
-       deepseek-v3 megatron
+       deepseek-v3 deepseek-v3-job megatron
      finish 2 ;;
   *) failed=1 ;;
 esac
@@ -343,6 +374,7 @@ run_step reference 150 step_reference || failed=1
 run_step copy-bandwidth 60 step_copy_bandwidth || failed=1
 run_step llama3-70b 90 step_llama || failed=1
 run_step deepseek-v3 120 step_deepseek || failed=1
+run_step deepseek-v3-job 60 step_deepseek_job || failed=1
 # Last, so that it holds up nothing; it gets what the budget leaves, up to 240 s.
 run_step megatron 240 step_megatron || failed=1
 finish "$failed"

@@ -120,7 +120,8 @@ check_run() {  # NAME EXIT_STATUS OUT: what every rehearsed run must show
     expect "$name: step $step passed" grep -q "^| $step | ok |" "$out/summary.md"
   done
   expect "$name: gpu-probe stopped the run (no GPU)" grep -q "^| gpu-probe | no GPU |" "$out/summary.md"
-  for step in gpu-tests reference copy-bandwidth llama3-70b deepseek-v3 megatron; do
+  for step in gpu-tests reference copy-bandwidth llama3-70b deepseek-v3 deepseek-v3-job \
+      megatron; do
     expect "$name: step $step is listed as not run" grep -q "^| $step | not run |" "$out/summary.md"
   done
   expect "$name: every step's log is packed" \

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "paramlayout/check.hpp"
@@ -17,6 +18,7 @@
 namespace paramlayout {
 
 namespace verify {
+class Backend;
 class Peers;
 }
 
@@ -36,6 +38,8 @@ class ProcessGroup {
   bool reports() const { return rank() == 0; }
   /// The lowest failing rank's message, on every process; nothing when none failed.
   std::optional<std::string> first_failure(const std::optional<std::string>& mine);
+  /// True on every process when every process passed the same `mine`.
+  bool all_agree(const std::string& mine);
   verify::Peers& peers() { return *peers_; }
 
  private:
@@ -135,7 +139,43 @@ struct VerifyReport {
 Result<VerifyReport> verify_layout(const Layout& layout, const Manifest& manifest,
                                    const VerifyOptions& options);
 
+/// Verifies layout after layout (a job's chunks) on one backend, started at the first data
+/// pass and kept: the devices, buffers and communicators are set up once. Each layout is
+/// verified as verify_layout verifies it; under several processes, every process must
+/// verify the same layouts in the same order.
+class VerifySession {
+ public:
+  explicit VerifySession(VerifyOptions options);
+  VerifySession(VerifySession&&) noexcept;
+  VerifySession& operator=(VerifySession&&) noexcept;
+  ~VerifySession();
+
+  /// The next layout; the report of the one that started the backend carries its notes.
+  Result<VerifyReport> verify(const Layout& layout, const Manifest& manifest);
+
+ private:
+  Result<std::unique_ptr<verify::Backend>> start_backend(std::vector<std::string>& notes);
+
+  VerifyOptions options_;
+  std::unique_ptr<verify::Peers> solo_;  ///< this process alone, when options_ name none
+  std::unique_ptr<verify::Backend> backend_;  ///< holds on to the peers
+};
+
 /// The report as one JSON object (`--report FILE`).
 std::string verify_report_json(const VerifyReport& report, const Layout& layout);
+
+/// One chunk of a job, verified.
+struct ChunkVerifyReport {
+  std::string name;  ///< `stageS.chunkC`
+  std::int64_t stage = 0;
+  std::int64_t chunk = 0;
+  const Layout* layout = nullptr;  ///< the chunk's layout (its dp, its buffers' keys)
+  VerifyReport report;
+};
+
+/// A job's report as one JSON object (`verify JOB --report FILE`): the totals, then per
+/// chunk its stage, chunk, dp and expert dp and the members of verify_report_json.
+std::string verify_job_report_json(std::string_view job,
+                                   const std::vector<ChunkVerifyReport>& chunks);
 
 }  // namespace paramlayout

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,8 +54,10 @@ Result<ExitCode> run_check(const CheckCommand& command);
 inline constexpr std::int64_t kDefaultMaxVerifyElements = std::int64_t{1} << 40;
 
 struct VerifyCommand {
-  std::string layout;
-  std::string manifest;
+  std::string layout;    ///< a layout, or a job (its directory or job.json)
+  std::string manifest;  ///< a layout's; "" with a job
+  std::optional<std::int64_t> stage;  ///< a job's chunks of this stage only
+  std::optional<std::int64_t> chunk;  ///< a job's chunk C of each stage only
   std::string backend = "auto";
   int gpus = 0;
   std::string report;

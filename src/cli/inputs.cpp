@@ -1,5 +1,7 @@
 #include "inputs.hpp"
 
+#include <fmt/format.h>
+
 #include "flags.hpp"
 #include "paramlayout/layout_json.hpp"
 
@@ -33,6 +35,30 @@ void add_layout_with_manifest(CLI::App& sub, std::string& layout_path, std::stri
                               const std::string& manifest_help) {
   sub.add_option("LAYOUT", layout_path, "Layout v1 JSON file")->type_name("FILE")->required();
   sub.add_option("--manifest", manifest_path, manifest_help)->type_name("FILE")->required();
+}
+
+void add_layout_or_job(CLI::App& sub, std::string& layout_path, std::string& manifest_path) {
+  sub.add_option("LAYOUT", layout_path,
+                 "Layout v1 JSON file, or a job: its directory or its job.json")
+      ->type_name("FILE|JOB")
+      ->required();
+  sub.add_option("--manifest", manifest_path,
+                 "The manifest the layout was planned from (a job's chunks name their own)")
+      ->type_name("FILE");
+}
+
+Result<void> layout_or_job_usage(bool job, const std::string& layout_path,
+                                 const std::string& manifest_path) {
+  if (job && !manifest_path.empty()) {
+    return Error{fmt::format("--manifest: {} is a job, whose chunks name their own manifests; "
+                             "drop --manifest",
+                             display_name(layout_path))};
+  }
+  if (!job && manifest_path.empty()) {
+    return Error{fmt::format("--manifest is required: {} is a layout, not a job",
+                             display_name(layout_path))};
+  }
+  return {};
 }
 
 void add_link_gbps(CLI::App& sub, double& gbps) {

@@ -31,6 +31,14 @@ Result<LayoutWithManifest> load_layout_with_manifest(const std::string& layout_p
 void add_layout_with_manifest(CLI::App& sub, std::string& layout_path, std::string& manifest_path,
                               const std::string& manifest_help = "The manifest it was planned from");
 
+/// LAYOUT, which may also name a job (its directory or job.json), and --manifest, which only
+/// a layout takes; layout_or_job_usage says which was given wrongly.
+void add_layout_or_job(CLI::App& sub, std::string& layout_path, std::string& manifest_path);
+/// The usage error of add_layout_or_job's arguments: --manifest with a job, or none with a
+/// layout.
+Result<void> layout_or_job_usage(bool job, const std::string& layout_path,
+                                 const std::string& manifest_path);
+
 /// --link-gbps: each rank's link, for the ring model's estimate of the collectives' time.
 void add_link_gbps(CLI::App& sub, double& gbps);
 

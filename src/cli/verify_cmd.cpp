@@ -1,8 +1,6 @@
 // paramlayout verify: the static pass, then every bucket through the real collectives.
 #include <fmt/format.h>
 
-#include <chrono>
-#include <functional>
 #include <limits>
 #include <optional>
 
@@ -10,17 +8,13 @@
 #include "flags.hpp"
 #include "inputs.hpp"
 #include "io.hpp"
+#include "job_input.hpp"
 #include "paramlayout/text.hpp"
 #include "paramlayout/verify.hpp"
+#include "verify_output.hpp"
 
 namespace paramlayout::cli {
 namespace {
-
-BackendChoice backend_of(const std::string& name) {
-  if (name == "cpu") return BackendChoice::cpu;
-  if (name == "nccl") return BackendChoice::nccl;
-  return BackendChoice::automatic;
-}
 
 void print_report(const VerifyReport& r, const Layout& layout, const std::string& name) {
   constexpr const char* kRow = "  {:<32} {:>6} {:>6} {:>17} {:>8} {:>10} {:>11} {:>11}\n";
@@ -29,10 +23,7 @@ void print_report(const VerifyReport& r, const Layout& layout, const std::string
   double bytes = 0;
   double seconds = 0;
   std::int64_t elements = 0;
-  double fill_bytes = 0;
-  double fill_seconds = 0;
-  double check_bytes = 0;
-  double check_seconds = 0;
+  Throughput throughput;
   for (const BucketReport& b : r.buckets) {
     fmt::print(kRow, describe(layout.buffers[b.buffer].key), b.bucket, b.ranks,
                group_digits(b.elements), b.grad_mismatches + b.param_mismatches,
@@ -41,30 +32,10 @@ void print_report(const VerifyReport& r, const Layout& layout, const std::string
     bytes += b.reduce_scatter_bytes + b.all_gather_bytes;
     seconds += b.seconds();
     elements += b.elements;
-    fill_bytes += b.filled_bytes;
-    fill_seconds += b.fill_seconds;
-    check_bytes += b.checked_bytes;
-    check_seconds += b.check_seconds;
+    throughput.add(b);
   }
-  for (const BucketReport& b : r.buckets) {
-    for (const std::string& p : b.incomplete_params) {
-      fmt::print("{}: buffer {}, bucket {}: param {} did not arrive whole\n", name, b.buffer,
-                 b.bucket, p);
-    }
-  }
-  for (const ElementMismatch& m : r.first_mismatches) {
-    fmt::print("{}: buffer {} ({}), bucket {}, rank {}, {}: {} at offset {}: expected {}, "
-               "received {}\n",
-               name, m.buffer, describe(layout.buffers[m.buffer].key), m.bucket, m.rank, m.round,
-               m.param.empty() ? std::string("padding")
-                               : fmt::format("param \"{}\" element {}", m.param, m.element),
-               m.offset, m.expected, m.received);
-  }
-  if (fill_seconds > 0 && check_seconds > 0) {
-    fmt::print("  fill {:.1f} GB/s ({} written), check {:.1f} GB/s ({} compared)\n",
-               fill_bytes / fill_seconds / 1e9, human_bytes(fill_bytes),
-               check_bytes / check_seconds / 1e9, human_bytes(check_bytes));
-  }
+  print_findings(r, layout, name);
+  fmt::print("{}", throughput.line());
   if (r.ok()) {
     fmt::print("{}: verified: {} buckets, {} elements, every element where it belongs "
                "({} moved in {:.3f} s of collectives, {:.1f} s in all)\n",
@@ -79,39 +50,71 @@ void print_report(const VerifyReport& r, const Layout& layout, const std::string
   }
 }
 
-/// Progress on stderr: a live line on a terminal, a line every 10 s in a log; both with
-/// the share of elements done and an estimate of the time left.
-std::function<void(const VerifyProgress&)> progress_printer() {
-  using Clock = std::chrono::steady_clock;
-  const bool live = is_terminal(stderr);
-  return [live, start = Clock::now(), last = Clock::time_point()](const VerifyProgress& p) mutable {
-    if (p.buckets == 0) return;
-    const auto now = Clock::now();
-    const double seconds = std::chrono::duration<double>(now - start).count();
-    const double share = p.elements > 0 ? static_cast<double>(p.elements_done) /
-                                              static_cast<double>(p.elements)
-                                        : 1.0;
-    const bool done = p.buckets_done == p.buckets;
-    std::string left;
-    if (share > 0 && !done) left = fmt::format(", about {:.0f} s left", seconds / share - seconds);
-    const std::string line =
-        fmt::format("verifying: bucket {}/{}, {} of {} elements ({:.0f}%){}", p.buckets_done,
-                    p.buckets, group_digits(p.elements_done), group_digits(p.elements),
-                    100 * share, left);
-    if (live) {
-      fmt::print(stderr, "\r\033[K{}", done ? std::string() : line);
-    } else if (p.elements_done == 0 || (now - last >= std::chrono::seconds(10) && !done)) {
-      fmt::print(stderr, "{}\n", line);
-      last = now;
+/// verify LAYOUT --manifest MANIFEST.
+Result<ExitCode> run_verify_layout(const VerifyCommand& command, ProcessGroup& group) {
+  const bool speaks = group.reports();
+  std::optional<std::string> problem;
+  Result<LayoutWithManifest> inputs = Error{""};
+  if (Result<void> usage = layout_or_job_usage(false, command.layout, command.manifest);
+      !usage) {
+    // What is wrong with the file first: one that is missing or not a layout.
+    Result<Layout> layout = load_layout(command.layout, command.max_input);
+    problem = layout ? usage.error().message : layout.error().message;
+  } else if (command.stage || command.chunk) {
+    problem = fmt::format("{}: {} is a layout; only a job has stages and chunks to select",
+                          command.stage ? "--stage" : "--chunk", display_name(command.layout));
+  } else if (inputs = load_layout_with_manifest(command.layout, command.manifest,
+                                                command.max_input);
+             !inputs) {
+    problem = inputs.error().message;
+  }
+  if (failed_together(group, problem)) return kExitBadInput;
+  const Manifest& manifest = inputs->manifest;
+  const Layout& layout = inputs->layout;
+  const std::string name = display_name(command.layout);
+
+  VerifyOptions options = verify_options(command, group);
+  if (!command.quiet && speaks) options.progress = progress_printer({});
+  Result<VerifyReport> report = verify_layout(layout, manifest, options);
+  if (!report) {
+    if (speaks) print_error(report.error());  // as above: before the group is finalized
+    return kExitBadInput;
+  }
+  if (!speaks) return report->ok() ? kExitOk : kExitWrong;
+  for (const std::string& note : report->notes) fmt::print(stderr, "paramlayout: note: {}\n", note);
+  if (!command.report.empty()) {
+    if (Result<void> written =
+            write_output(command.report, verify_report_json(*report, layout));
+        !written) {
+      return written.error();
     }
-    std::fflush(stderr);
-  };
+  }
+  if (!report->violations.empty()) {
+    for (const Violation& v : report->violations) fmt::print("{}: {}\n", name, v.message());
+    fmt::print("{}: broken: {} problem{}; no data pass\n", name, report->violations.size(),
+               report->violations.size() == 1 ? "" : "s");
+    return kExitWrong;
+  }
+  if (!command.quiet) fmt::print("{}: data pass on {}\n", name, report->backend);
+  if (command.quiet) {
+    fmt::print("{}: {}\n", name, report->ok() ? "verified" : "wrong");
+  } else {
+    print_report(*report, layout, name);
+  }
+  return report->ok() ? kExitOk : kExitWrong;
 }
 
 }  // namespace
 
 void setup_verify(CLI::App& sub, VerifyCommand& command) {
-  add_layout_with_manifest(sub, command.layout, command.manifest);
+  add_layout_or_job(sub, command.layout, command.manifest);
+  sub.add_option("--stage", command.stage, "With a job: only the chunks of this stage")
+      ->type_name("S")
+      ->check(integer_in(0, 1 << 20));
+  sub.add_option("--chunk", command.chunk,
+                 "With a job: only this chunk (virtual pipeline stage) of each stage")
+      ->type_name("C")
+      ->check(integer_in(0, 1 << 20));
   sub.add_option("--backend", command.backend,
                  "auto (nccl when a GPU is visible, else cpu), cpu or nccl")
       ->type_name("NAME")
@@ -146,59 +149,12 @@ void setup_verify(CLI::App& sub, VerifyCommand& command) {
 }
 
 Result<ExitCode> run_verify(const VerifyCommand& command) {
-  // Under an MPI launcher every process runs this; they agree on each failure, so all exit
-  // alike, and only rank 0 prints.
+  // Under an MPI launcher every process runs this, joined before reading inputs; they agree
+  // on each failure, so all exit alike, and only rank 0 prints.
   Result<ProcessGroup> group = ProcessGroup::join();
   if (!group) return group.error();
-  const bool speaks = group->reports();
-  Result<LayoutWithManifest> inputs =
-      load_layout_with_manifest(command.layout, command.manifest, command.max_input);
-  if (std::optional<std::string> failure = group->first_failure(
-          inputs ? std::nullopt : std::optional<std::string>(inputs.error().message))) {
-    // Rank 0 reports it here, while the processes are still joined: once the group is
-    // finalized, a peer's exit may end this process before main could print an Error.
-    if (speaks) print_error(Error{*failure});
-    return kExitBadInput;
-  }
-  const Manifest& manifest = inputs->manifest;
-  const Layout& layout = inputs->layout;
-  const std::string name = display_name(command.layout);
-
-  VerifyOptions options;
-  options.backend = backend_of(command.backend);
-  options.gpus = command.gpus;
-  options.timeout_seconds = command.timeout;
-  options.max_block_elements = command.chunk_elements;
-  options.processes = &*group;
-  options.max_elements = command.max_elements;
-  if (!command.quiet && speaks) options.progress = progress_printer();
-  Result<VerifyReport> report = verify_layout(layout, manifest, options);
-  if (!report) {
-    if (speaks) print_error(report.error());  // as above: before the group is finalized
-    return kExitBadInput;
-  }
-  if (!speaks) return report->ok() ? kExitOk : kExitWrong;
-  for (const std::string& note : report->notes) fmt::print(stderr, "paramlayout: note: {}\n", note);
-  if (!command.report.empty()) {
-    if (Result<void> written =
-            write_output(command.report, verify_report_json(*report, layout));
-        !written) {
-      return written.error();
-    }
-  }
-  if (!report->violations.empty()) {
-    for (const Violation& v : report->violations) fmt::print("{}: {}\n", name, v.message());
-    fmt::print("{}: broken: {} problem{}; no data pass\n", name, report->violations.size(),
-               report->violations.size() == 1 ? "" : "s");
-    return kExitWrong;
-  }
-  if (!command.quiet) fmt::print("{}: data pass on {}\n", name, report->backend);
-  if (command.quiet) {
-    fmt::print("{}: {}\n", name, report->ok() ? "verified" : "wrong");
-  } else {
-    print_report(*report, layout, name);
-  }
-  return report->ok() ? kExitOk : kExitWrong;
+  if (is_job_input(command.layout)) return run_verify_job(command, *group);
+  return run_verify_layout(command, *group);
 }
 
 }  // namespace paramlayout::cli

@@ -229,6 +229,15 @@ double BucketReport::busbw() const {
 
 Result<VerifyReport> verify_layout(const Layout& layout, const Manifest& manifest,
                                    const VerifyOptions& options) {
+  return VerifySession(options).verify(layout, manifest);
+}
+
+VerifySession::VerifySession(VerifyOptions options) : options_(std::move(options)) {}
+VerifySession::VerifySession(VerifySession&&) noexcept = default;
+VerifySession& VerifySession::operator=(VerifySession&&) noexcept = default;
+VerifySession::~VerifySession() = default;
+
+Result<VerifyReport> VerifySession::verify(const Layout& layout, const Manifest& manifest) {
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report;
   report.violations = check_layout(layout, manifest);
@@ -237,49 +246,51 @@ Result<VerifyReport> verify_layout(const Layout& layout, const Manifest& manifes
   for (const BufferLayout& b : layout.buffers) {
     if (elements) elements = checked_add(*elements, b.numel);
   }
-  if (!elements || (options.max_elements > 0 && *elements > options.max_elements)) {
+  if (!elements || (options_.max_elements > 0 && *elements > options_.max_elements)) {
     return Error{fmt::format(
         "{}: the data pass would move {} elements, more than the limit of {} "
         "(--max-elements raises it)",
         layout.source.empty() ? "layout" : layout.source,
         elements ? group_digits(*elements) : std::string("over 2^63"),
-        group_digits(options.max_elements))};
+        group_digits(options_.max_elements))};
   }
-
-  std::unique_ptr<verify::Peers> solo;
-  verify::Peers* peers = options.processes ? &options.processes->peers() : nullptr;
-  if (!peers) peers = (solo = verify::solo_peers()).get();
-  const bool several = peers->size() > 1;
-  if (several && options.backend == BackendChoice::cpu) {
-    return Error{"the cpu backend runs in one process, but " + std::to_string(peers->size()) +
-                 " were launched: use --backend nccl (one GPU per process), or run without "
-                 "the MPI launcher"};
+  if (!backend_) {
+    Result<std::unique_ptr<verify::Backend>> started = start_backend(report.notes);
+    if (!started) return started.error();
+    backend_ = std::move(*started);
   }
-  if (several && options.gpus > 0) {
-    return Error{"--gpus is for one process driving several GPUs; under an MPI launcher "
-                 "each process takes one GPU"};
-  }
-  std::unique_ptr<verify::Backend> backend;
-  if (options.backend != BackendChoice::cpu) {
-    Result<std::unique_ptr<verify::Backend>> nccl =
-        verify::make_nccl_backend(options.gpus, options.timeout_seconds, *peers);
-    if (nccl) {
-      backend = std::move(*nccl);
-    } else if (options.backend == BackendChoice::nccl || several) {
-      return nccl.error();
-    } else {
-      report.notes.push_back(nccl.error().message + "; using the cpu backend");
-    }
-  }
-  if (!backend) backend = verify::make_cpu_backend(options.gpus > 0 ? options.gpus : 2);
-  report.backend = backend->describe();
-  report.devices = backend->devices();
-  if (Result<void> r = verify::run_data_pass(layout, manifest, *backend, options, report); !r) {
+  report.backend = backend_->describe();
+  report.devices = backend_->devices();
+  if (Result<void> r = verify::run_data_pass(layout, manifest, *backend_, options_, report); !r) {
     return r.error();
   }
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
+}
+
+Result<std::unique_ptr<verify::Backend>> VerifySession::start_backend(
+    std::vector<std::string>& notes) {
+  verify::Peers* peers = options_.processes ? &options_.processes->peers() : nullptr;
+  if (!peers) peers = (solo_ = verify::solo_peers()).get();
+  const bool several = peers->size() > 1;
+  if (several && options_.backend == BackendChoice::cpu) {
+    return Error{"the cpu backend runs in one process, but " + std::to_string(peers->size()) +
+                 " were launched: use --backend nccl (one GPU per process), or run without "
+                 "the MPI launcher"};
+  }
+  if (several && options_.gpus > 0) {
+    return Error{"--gpus is for one process driving several GPUs; under an MPI launcher "
+                 "each process takes one GPU"};
+  }
+  if (options_.backend != BackendChoice::cpu) {
+    Result<std::unique_ptr<verify::Backend>> nccl =
+        verify::make_nccl_backend(options_.gpus, options_.timeout_seconds, *peers);
+    if (nccl) return std::move(*nccl);
+    if (options_.backend == BackendChoice::nccl || several) return nccl.error();
+    notes.push_back(nccl.error().message + "; using the cpu backend");
+  }
+  return verify::make_cpu_backend(options_.gpus > 0 ? options_.gpus : 2);
 }
 
 ProcessGroup::ProcessGroup(std::unique_ptr<verify::Peers> peers) : peers_(std::move(peers)) {}
@@ -298,6 +309,11 @@ int ProcessGroup::size() const { return peers_->size(); }
 
 std::optional<std::string> ProcessGroup::first_failure(const std::optional<std::string>& mine) {
   return peers_->first_failure(mine);
+}
+
+bool ProcessGroup::all_agree(const std::string& mine) {
+  const std::vector<std::string> all = peers_->all_gather(mine);
+  return std::all_of(all.begin(), all.end(), [&](const std::string& s) { return s == mine; });
 }
 
 }  // namespace paramlayout

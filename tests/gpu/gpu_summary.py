@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The GPU run's tables, from what tools/gpu-check.sh has gathered so far in WORK:
-steps.tsv (step, status, seconds, note) and reports/ (verify reports, copy.json).
+steps.tsv (step, status, seconds, note) and reports/ (verify reports of layouts and of a
+job's chunks, copy.json).
 
 Writes OUT/summary.md (the tables, also printed) and OUT/results.json (the same figures).
 Usage: gpu_summary.py WORK OUT [--print]
@@ -11,6 +12,7 @@ from pathlib import Path
 
 LAYOUTS = ["llama3-70b-sequential-dp", "llama3-70b-layerwise", "deepseek-v3-sequential-dp",
            "deepseek-v3-layerwise"]
+JOBS = ["deepseek-v3-job"]
 
 
 def read_json(path):
@@ -89,6 +91,13 @@ def main():
         report = read_json(work / f"reports/{name}.json")
         if report and "buckets" in report:
             results["layouts"][name] = figures(report, copy["gbps"] if copy else 0)
+    # A job's report: a row per chunk verified, at the chunk's own dp and expert dp.
+    for job in JOBS:
+        report = read_json(work / f"reports/{job}.json")
+        for chunk in (report or {}).get("chunks", []):
+            if "buckets" in chunk:
+                name = f"{job} {chunk['name']} (expert dp {chunk['expert_dp']})"
+                results["layouts"][name] = figures(chunk, copy["gbps"] if copy else 0)
     env = work / "environment.json"
     if env.exists():
         results["environment"] = read_json(env)

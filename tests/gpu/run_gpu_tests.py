@@ -127,6 +127,31 @@ class NcclVerify(unittest.TestCase):
             self.assertEqual([b["elements"] for b in j["buckets"]],
                              [b["elements"] for b in alone["buckets"]])
 
+    def test_a_job_chunk_after_chunk_on_one_backend(self):
+        # pp 2 x vpp 2 on 8 GPUs: dp 4; 4 experts over ep 2: expert dp 2. One backend started
+        # for the first chunk verifies the others, whatever their dp.
+        args = ["--num-layers", "4", "--hidden-size", "256", "--num-attention-heads", "4",
+                "--vocab-size", "5000", "--max-position-embeddings", "64", "--bf16",
+                "--use-distributed-optimizer", "--pipeline-model-parallel-size", "2",
+                "--num-layers-per-virtual-pipeline-stage", "1", "--num-experts", "4",
+                "--expert-model-parallel-size", "2", "--disable-bias-linear"]
+        with tempfile.TemporaryDirectory() as tmp:
+            job_dir = Path(tmp, "job")
+            job = run("job", "--world-size", "8", "-q", "-o", job_dir, "--", *args)
+            self.assertEqual(job.returncode, 0, job.stderr)
+            chunks = json.loads((job_dir / "job.json").read_text())["chunks"]
+            report = Path(tmp, "report.json")
+            result = run("verify", job_dir, "--backend", "nccl", "--report", report)
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+            j = json.loads(report.read_text())
+            self.assertEqual((j["ok"], j["chunks_verified"]), (True, len(chunks)))
+            for c, recorded in zip(j["chunks"], chunks):
+                self.assertTrue(c["backend"].startswith("nccl"))
+                self.assertEqual((c["dp"], c["expert_dp"]), (4, 2))
+                layout = json.loads((job_dir / recorded["layout"]).read_text())
+                self.assertEqual(sum(b["elements"] for b in c["buckets"]),
+                                 sum(b["numel"] for b in layout["buffers"]))
+
     def test_timeout_aborts_instead_of_waiting(self):
         # A 1 GB reduce-scatter cannot finish within a microsecond: the communicators are
         # aborted and verify says so (exit 2), promptly.
