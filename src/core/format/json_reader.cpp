@@ -308,4 +308,17 @@ void check_schema_id(Reader& reader, Element value, const Path& path, std::strin
   reader.fail(path, fmt::format("expected \"{}/v1\", got \"{}\"{}", format, excerpt(id), hint));
 }
 
+bool check_document_schema(Reader& reader, std::string_view format,
+                           std::string_view other_format) {
+  const Path root;
+  if (!reader.is_object(reader.root(), root)) return false;
+  Element schema;
+  if (reader.root().at_key("schema").get(schema) != simdjson::SUCCESS) {
+    reader.fail(root, fmt::format("missing required key \"schema\" (\"{}/v1\")", format));
+    return false;
+  }
+  check_schema_id(reader, schema, root.field("schema"), format, other_format);
+  return !reader.failed();
+}
+
 }  // namespace paramlayout::json

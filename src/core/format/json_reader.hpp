@@ -115,4 +115,9 @@ void read_members(Reader& reader, Element object, const Path& path,
 void check_schema_id(Reader& reader, Element value, const Path& path, std::string_view format,
                      std::string_view other_format);
 
+/// Checks the parsed document is an object whose `schema` names `format` (check_schema_id);
+/// false, with the error recorded, when it is not.
+bool check_document_schema(Reader& reader, std::string_view format,
+                           std::string_view other_format);
+
 }  // namespace paramlayout::json

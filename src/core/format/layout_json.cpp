@@ -236,16 +236,11 @@ std::string write_layout_json(const Layout& layout, std::string_view stats) {
 
 Result<Layout> parse_layout(std::string_view text, std::string_view source) {
   json::Reader r(source);
-  if (!r.parse(text)) return r.error();
-  const json::Path root;
-  if (!r.is_object(r.root(), root)) return r.error();
-  json::Element schema;
-  if (r.root().at_key("schema").get(schema) != simdjson::SUCCESS) {
-    return error_at(source, "", "missing required key \"schema\" (\"paramlayout.layout/v1\")");
+  if (!r.parse(text) ||
+      !json::check_document_schema(r, "paramlayout.layout", "paramlayout.manifest")) {
+    return r.error();
   }
-  json::check_schema_id(r, schema, root.field("schema"), "paramlayout.layout",
-                        "paramlayout.manifest");
-  if (r.failed()) return r.error();
+  const json::Path root;
 
   // Options first: buffers without a "strategy" take it from them.
   Layout layout;

@@ -207,14 +207,9 @@ Result<Manifest> parse_manifest(std::string_view text, std::string_view source,
   manifest.sha256 = sha256_hex(text);
   const Clock::time_point parsed = Clock::now();
   const json::Path root;
-  if (!r.is_object(r.root(), root)) return r.error();
-
-  json::Element schema;
-  if (r.root().at_key("schema").get(schema) != simdjson::SUCCESS) {
-    return error_at(source, "", "missing required key \"schema\" (\"paramlayout.manifest/v1\")");
+  if (!json::check_document_schema(r, "paramlayout.manifest", "paramlayout.layout")) {
+    return r.error();
   }
-  json::check_schema_id(r, schema, root.field("schema"), "paramlayout.manifest",
-                        "paramlayout.layout");
 
   manifest.source = std::string(source);
   json::read_members(r, r.root(), root, {"schema", "model", "params", "parallel"},

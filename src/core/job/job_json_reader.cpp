@@ -166,16 +166,10 @@ bool looks_like_job_json(std::string_view text) {
 
 Result<JobRecord> parse_job_json(std::string_view text, std::string_view source) {
   json::Reader r(source);
-  if (!r.parse(text)) return r.error();
-  const json::Path root;
-  if (!r.is_object(r.root(), root)) return r.error();
-  json::Element schema;
-  if (r.root().at_key("schema").get(schema) != simdjson::SUCCESS) {
-    return error_at(source, "", "missing required key \"schema\" (\"paramlayout.job/v1\")");
+  if (!r.parse(text) || !json::check_document_schema(r, "paramlayout.job", "paramlayout.layout")) {
+    return r.error();
   }
-  json::check_schema_id(r, schema, root.field("schema"), "paramlayout.job",
-                        "paramlayout.layout");
-  if (r.failed()) return r.error();
+  const json::Path root;
   JobRecord job;
   ParallelConfig& par = job.parallel;
   json::read_members(
