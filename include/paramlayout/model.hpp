@@ -37,6 +37,8 @@ struct LayerSpec {
   Mlp mlp = Mlp::dense;
   std::int64_t ffn_hidden_size = 0;   ///< dense MLP size (heterogeneous models vary it)
   std::int64_t num_query_groups = 0;  ///< key/value heads (heterogeneous models vary it)
+  std::int64_t num_attention_heads = 0;  ///< query heads (Step-3.5's sliding layers vary it)
+  std::int64_t kv_channels = 0;          ///< head dim (Step-3.5's sliding layers vary it)
   /// Sparse attention: the layer reuses an earlier layer's top-k, so builds no indexer.
   bool shares_topk = false;
   /// The layer's attention has learned sinks (core_attention.softmax_offset), as every layer
@@ -149,8 +151,9 @@ struct ModelSpec {
   std::vector<LayerSpec> layers;    ///< the decoder layers, in order
   std::int64_t mtp_num_layers = 0;  ///< multi-token prediction layers
   /// GPT models: the layer each multi-token prediction layer holds where it is not a copy of the
-  /// last decoder layer (EXAONE-MoE's are dense).
-  std::optional<LayerSpec> mtp_layer_spec;
+  /// last decoder layer (EXAONE-MoE's are dense), by index; the last entry holds for the layers
+  /// after it (Step-3.5's differ from one to the next).
+  std::vector<LayerSpec> mtp_layer_kinds;
   /// Hybrid models: the layers each multi-token prediction layer holds (GPT models hold a
   /// copy of the last decoder layer).
   std::vector<LayerSpec> hybrid_mtp_layers;
@@ -164,11 +167,14 @@ struct ModelSpec {
   std::int64_t num_layers() const { return static_cast<std::int64_t>(layers.size()); }
   std::int64_t query_groups(const LayerSpec& layer) const;
   std::int64_t head_dim() const;
+  std::int64_t attention_heads(const LayerSpec& layer) const;
+  std::int64_t head_dim(const LayerSpec& layer) const;
   std::int64_t dense_ffn(const LayerSpec& layer) const;
-  /// The layer each multi-token prediction layer holds: `mtp_layer_spec`, else a copy of the last
-  /// decoder layer.
-  LayerSpec mtp_layer() const;
-  /// The layers one multi-token prediction layer holds (none without them).
+  /// The layer multi-token prediction layer `index` holds: from `mtp_layer_kinds`, else a copy
+  /// of the last decoder layer.
+  LayerSpec mtp_layer(std::int64_t index) const;
+  /// A hybrid model's: the layers one multi-token prediction layer holds; a GPT model's: the
+  /// layer each holds, in order (none without them).
   std::vector<LayerSpec> mtp_layer_specs() const;
   /// Whether any decoder or multi-token prediction layer has this mixer / MLP.
   bool uses(Mixer mixer) const;

@@ -22,6 +22,9 @@ struct Architecture {
   std::string_view scope = {};
   /// Architectures Megatron-Bridge maps with a part Megatron-LM cannot build: that part.
   std::string_view refused = {};
+  /// Multimodal configs whose bridge reads `tie_word_embeddings` from the language model's
+  /// config, not the top level.
+  bool tie_in_scope = false;
 };
 
 /// Megatron-Bridge's text decoders, and GPT-2, which Megatron-LM builds as its own GPT.
@@ -73,6 +76,8 @@ constexpr std::array kArchitectures = {
     Architecture{"HYV3ForCausalLM", "Hunyuan 3", hf::map_hy_v3},
     Architecture{"MiMoV2FlashForCausalLM", "MiMo-V2-Flash (sliding-window and full layers)",
                  hf::map_mimo_v2_flash},
+    Architecture{"Step3p5ForCausalLM", "Step-3.5-Flash (sliding and full attention layers)",
+                 hf::map_step3p5},
     Architecture{"DeepseekV4ForCausalLM", "DeepSeek-V4 (refused: Megatron-LM lacks its attention)",
                  nullptr, {},
                  "attention variant \"dsv4_hybrid\" (compressed sparse attention with "
@@ -89,6 +94,8 @@ constexpr std::array kArchitectures = {
                  hf::map_qwen3_moe, "text_config"},
     Architecture{"Gemma3ForConditionalGeneration", "Gemma 3 (language model only)",
                  hf::map_gemma3, "text_config"},
+    Architecture{"Mistral3ForConditionalGeneration", "Ministral 3 (language model only)",
+                 hf::map_ministral3, "text_config", {}, true},
 };
 
 /// Set to something other than false, 0, null or empty.
@@ -171,6 +178,10 @@ constexpr std::array kShapeFields = {
     ShapeField{"linear_num_key_heads"}, ShapeField{"linear_num_value_heads"},
     ShapeField{"linear_key_head_dim"}, ShapeField{"linear_value_head_dim"},
     ShapeField{"linear_conv_kernel_dim"},
+    // Step-3.5's names.
+    ShapeField{"num_attention_groups"}, ShapeField{"attention_other_setting"},
+    ShapeField{"moe_layers_enum"}, ShapeField{"share_expert_dim"}, ShapeField{"share_expert_dims"},
+    ShapeField{"use_head_wise_attn_gate"},
 };
 
 void reject_unread_shape_fields(hf::Config& c) {
@@ -247,7 +258,7 @@ Result<HfModel> read_hf_config(std::string_view text, std::string_view source) {
                 fmt::format("{} needs Megatron-LM's {}", known->name, known->refused));
     return reader.error();
   }
-  hf::Config config(reader, known->name, known->scope);
+  hf::Config config(reader, known->name, known->scope, known->tie_in_scope);
   if (!known->scope.empty()) {
     model.notes.push_back(fmt::format(
         "the language model only (under {}): the vision or audio tower is left out",

@@ -17,8 +17,19 @@ std::int64_t ModelSpec::dense_ffn(const LayerSpec& layer) const {
   return layer.ffn_hidden_size > 0 ? layer.ffn_hidden_size : ffn_hidden_size;
 }
 
-LayerSpec ModelSpec::mtp_layer() const {
-  if (mtp_layer_spec) return *mtp_layer_spec;
+std::int64_t ModelSpec::attention_heads(const LayerSpec& layer) const {
+  return layer.num_attention_heads > 0 ? layer.num_attention_heads : num_attention_heads;
+}
+
+std::int64_t ModelSpec::head_dim(const LayerSpec& layer) const {
+  return layer.kv_channels > 0 ? layer.kv_channels : head_dim();
+}
+
+LayerSpec ModelSpec::mtp_layer(std::int64_t index) const {
+  if (!mtp_layer_kinds.empty()) {
+    const auto last = static_cast<std::int64_t>(mtp_layer_kinds.size()) - 1;
+    return mtp_layer_kinds[static_cast<std::size_t>(index < last ? index : last)];
+  }
   return layers.empty() ? LayerSpec{} : layers.back();
 }
 
@@ -32,7 +43,10 @@ std::int64_t MambaSpec::heads(std::int64_t hidden) const {
 
 std::vector<LayerSpec> ModelSpec::mtp_layer_specs() const {
   if (mtp_num_layers == 0) return {};
-  return hybrid ? hybrid_mtp_layers : std::vector<LayerSpec>{mtp_layer()};
+  if (hybrid) return hybrid_mtp_layers;
+  std::vector<LayerSpec> out;
+  for (std::int64_t i = 0; i < mtp_num_layers; ++i) out.push_back(mtp_layer(i));
+  return out;
 }
 
 bool ModelSpec::uses(Mixer mixer) const {
@@ -92,10 +106,13 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
     }
     for (const LayerSpec& l : m.layers) {
       const std::int64_t groups = m.query_groups(l);
-      if (!m.mla && l.mixer == Mixer::attention &&
-          (groups < 1 || m.num_attention_heads % groups != 0)) {
-        return fmt::format("num_attention_heads {} is not divisible by num_query_groups {}",
-                           m.num_attention_heads, groups);
+      const std::int64_t heads = m.attention_heads(l);
+      if ((p = size("num_attention_heads", heads)) || (p = size("kv_channels", l.kv_channels, 0))) {
+        return p;
+      }
+      if (!m.mla && l.mixer == Mixer::attention && (groups < 1 || heads % groups != 0)) {
+        return fmt::format("num_attention_heads {} is not divisible by num_query_groups {}", heads,
+                           groups);
       }
     }
   }

@@ -29,7 +29,13 @@ std::optional<std::string> attention_split_problem(const ModelSpec& m, const Ten
                        m.num_attention_heads);
   }
   if (m.mla) return std::nullopt;
-  for (const LayerSpec& l : m.layers) {
+  std::vector<LayerSpec> all = m.layers;
+  for (const LayerSpec& l : m.mtp_layer_specs()) all.push_back(l);
+  for (const LayerSpec& l : all) {
+    if (l.mixer == Mixer::attention && !divides(s.tp, m.attention_heads(l))) {
+      return fmt::format("tp {} does not divide the {} attention heads", s.tp,
+                         m.attention_heads(l));
+    }
     const std::int64_t groups = m.query_groups(l);
     if (l.mixer == Mixer::attention && !divides(s.tp, groups) && !divides(groups, s.tp)) {
       return fmt::format("tp {} is neither a multiple nor a divisor of the {} key/value heads",

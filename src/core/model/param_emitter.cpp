@@ -66,7 +66,7 @@ void ParamEmitter::mtp_layer(std::int64_t index) {
       layer(fmt::format("{}mtp_model_layer.layers.{}.", p, j), m_.hybrid_mtp_layers[j]);
     }
   } else {
-    layer(p + "mtp_model_layer.", m_.mtp_layer());
+    layer(p + "mtp_model_layer.", m_.mtp_layer(index));
   }
   norm(p + "final_layernorm.", m_.hidden_size);
 }
@@ -112,7 +112,7 @@ void ParamEmitter::layer(const std::string& prefix, const LayerSpec& layer) {
 void ParamEmitter::attention(const std::string& p, const LayerSpec& layer) {
   const std::int64_t h = m_.hidden_size;
   const std::int64_t tp = s_.tp;
-  const std::int64_t heads = m_.num_attention_heads;
+  const std::int64_t heads = m_.attention_heads(layer);
   const std::string a = p + "self_attention.";
   if (m_.mla || m_.local_spec) norm(p + "input_layernorm.", h);
   if (m_.softmax_offset || layer.softmax_offset) {
@@ -126,7 +126,7 @@ void ParamEmitter::attention(const std::string& p, const LayerSpec& layer) {
     mla(a);
     return;
   }
-  const std::int64_t d = m_.head_dim();
+  const std::int64_t d = m_.head_dim(layer);
   const std::int64_t v = m_.v_head_dim > 0 ? m_.v_head_dim : d;
   linear(a + "linear_proj.", h, heads * v / tp, m_.add_bias_linear);
   if (m_.post_linear_norms) norm(a + "linear_proj.post_layernorm.", h);

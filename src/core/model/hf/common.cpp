@@ -127,8 +127,10 @@ void read_mtp_layers(Config& c, ModelSpec& m) {
 void note_expert_bias(const ModelSpec& m, Notes& notes) {
   std::int64_t layers = 0;
   for (const LayerSpec& l : m.layers) layers += l.mlp == Mlp::moe ? 1 : 0;
+  // A hybrid model's MTP layers each hold all of its MTP layer specs; a GPT model's one each.
+  const std::int64_t repeats = m.hybrid ? m.mtp_num_layers : 1;
   for (const LayerSpec& l : m.mtp_layer_specs()) {
-    layers += l.mlp == Mlp::moe ? m.mtp_num_layers : 0;
+    layers += l.mlp == Mlp::moe ? repeats : 0;
   }
   if (layers == 0) return;
   notes.push_back(fmt::format(

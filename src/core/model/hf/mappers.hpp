@@ -54,6 +54,7 @@ void note_expert_bias(const ModelSpec& m, Notes& notes);
 void map_llama(Config&, ModelSpec&, Notes&);         // llama.cpp
 void map_decilm(Config&, ModelSpec&, Notes&);        // decilm.cpp
 void map_mixtral(Config&, ModelSpec&, Notes&);       // llama.cpp
+void map_ministral3(Config&, ModelSpec&, Notes&);    // llama.cpp
 void map_phi3(Config&, ModelSpec&, Notes&);          // llama.cpp
 void map_gemma(Config&, ModelSpec&, Notes&);         // gemma.cpp
 void map_gemma2(Config&, ModelSpec&, Notes&);        // gemma.cpp
@@ -83,5 +84,6 @@ void map_sarvam_mla(Config&, ModelSpec&, Notes&);    // sarvam.cpp
 void map_bailing_moe_v2(Config&, ModelSpec&, Notes&);  // ling_hy.cpp
 void map_hy_v3(Config&, ModelSpec&, Notes&);         // ling_hy.cpp
 void map_mimo_v2_flash(Config&, ModelSpec&, Notes&);  // mimo_v2.cpp
+void map_step3p5(Config&, ModelSpec&, Notes&);        // step.cpp
 
 }  // namespace paramlayout::hf
