@@ -21,6 +21,9 @@ enum class Mixer : std::uint8_t {
   mamba,            ///< a Mamba-2 mixer
   gated_delta_net,  ///< linear attention (Qwen3-Next)
   linear,           ///< one linear layer in its place (heterogeneous models)
+  /// A Mamba-2 mixer and self-attention side by side on one normalized input (Falcon-H1's
+  /// parallel layer): `norm`, `mamba_mixer` and `self_attention`, neither fusing a norm.
+  mamba_and_attention,
 };
 
 /// What follows the mixer in a decoder layer.
@@ -90,6 +93,9 @@ struct MambaSpec {
   std::int64_t head_dim = 64;
   std::int64_t num_groups = 8;   ///< B/C groups
   std::int64_t num_heads = 0;    ///< 0: 2 x hidden / head_dim
+  std::int64_t conv_kernel = 4;  ///< d_conv
+  bool conv_bias = true;         ///< conv1d_bias
+  bool gated_norm = true;        ///< rmsnorm: the gated norm before out_proj
 
   std::int64_t inner(std::int64_t hidden) const;  ///< d_inner
   std::int64_t heads(std::int64_t hidden) const;
@@ -176,6 +182,10 @@ struct ModelSpec {
   /// A hybrid model's: the layers one multi-token prediction layer holds; a GPT model's: the
   /// layer each holds, in order (none without them).
   std::vector<LayerSpec> mtp_layer_specs() const;
+  /// Whether any decoder or multi-token prediction layer has self-attention / a Mamba mixer
+  /// (alone or side by side).
+  bool uses_attention() const;
+  bool uses_mamba() const;
   /// Whether any decoder or multi-token prediction layer has this mixer / MLP.
   bool uses(Mixer mixer) const;
   bool uses(Mlp mlp) const;

@@ -101,6 +101,9 @@ const std::map<std::string, std::string> kRefused = {
     {"kimi-k2 pp4", "the 61 layers are not divisible by the 4 pipeline stages"},
     {"exaone-4.0-1.2b pp4", "the 30 layers are not divisible by the 4 pipeline stages"},
     {"glm-5 pp4", "the 78 layers are not divisible by the 4 pipeline stages"},
+    {"step-3.5-flash pp2", "the 45 layers are not divisible by the 2 pipeline stages"},
+    {"step-3.5-flash pp4", "the 45 layers are not divisible by the 4 pipeline stages"},
+    {"ministral-3-8b pp4", "the 34 layers are not divisible by the 4 pipeline stages"},
 };
 
 /// Synthesizes `config` split as `options` (`split` names it: "tp8"), or checks that the

@@ -78,6 +78,8 @@ constexpr std::array kArchitectures = {
                  hf::map_mimo_v2_flash},
     Architecture{"Step3p5ForCausalLM", "Step-3.5-Flash (sliding and full attention layers)",
                  hf::map_step3p5},
+    Architecture{"FalconH1ForCausalLM", "Falcon-H1 (Mamba-2 and attention side by side)",
+                 hf::map_falcon_h1},
     Architecture{"DeepseekV4ForCausalLM", "DeepSeek-V4 (refused: Megatron-LM lacks its attention)",
                  nullptr, {},
                  "attention variant \"dsv4_hybrid\" (compressed sparse attention with "
@@ -182,6 +184,10 @@ constexpr std::array kShapeFields = {
     ShapeField{"num_attention_groups"}, ShapeField{"attention_other_setting"},
     ShapeField{"moe_layers_enum"}, ShapeField{"share_expert_dim"}, ShapeField{"share_expert_dims"},
     ShapeField{"use_head_wise_attn_gate"},
+    // Falcon-H1's names.
+    ShapeField{"mamba_n_heads"}, ShapeField{"mamba_d_head"}, ShapeField{"mamba_n_groups"},
+    ShapeField{"mamba_d_state"}, ShapeField{"mamba_d_conv"}, ShapeField{"mamba_d_ssm"},
+    ShapeField{"mamba_proj_bias"}, ShapeField{"mamba_rms_norm"}, ShapeField{"projectors_bias"},
 };
 
 void reject_unread_shape_fields(hf::Config& c) {

@@ -59,6 +59,14 @@ bool ModelSpec::uses(Mixer mixer) const {
   return false;
 }
 
+bool ModelSpec::uses_attention() const {
+  return uses(Mixer::attention) || uses(Mixer::mamba_and_attention);
+}
+
+bool ModelSpec::uses_mamba() const {
+  return uses(Mixer::mamba) || uses(Mixer::mamba_and_attention);
+}
+
 bool ModelSpec::uses(Mlp mlp) const {
   for (const LayerSpec& l : layers) {
     if (l.mlp == mlp) return true;
@@ -94,7 +102,7 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
       (p = size("max_position_embeddings", m.max_position_embeddings))) {
     return p;
   }
-  if (m.uses(Mixer::attention)) {
+  if (m.uses_attention()) {
     if ((p = size("num_attention_heads", m.num_attention_heads))) return p;
     if ((p = size("num_query_groups", m.num_query_groups, 0))) return p;
     if ((p = size("kv_channels", m.kv_channels, 0))) return p;
@@ -110,7 +118,8 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
       if ((p = size("num_attention_heads", heads)) || (p = size("kv_channels", l.kv_channels, 0))) {
         return p;
       }
-      if (!m.mla && l.mixer == Mixer::attention && (groups < 1 || heads % groups != 0)) {
+      const bool attends = l.mixer == Mixer::attention || l.mixer == Mixer::mamba_and_attention;
+      if (!m.mla && attends && (groups < 1 || heads % groups != 0)) {
         return fmt::format("num_attention_heads {} is not divisible by num_query_groups {}", heads,
                            groups);
       }
@@ -142,7 +151,7 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
     }
     if ((p = size("moe_latent_size", m.moe.latent_size, 0))) return p;
   }
-  if (m.uses(Mixer::mamba)) {
+  if (m.uses_mamba()) {
     if ((p = size("mamba_state_dim", m.mamba.state_dim))) return p;
     if ((p = size("mamba_head_dim", m.mamba.head_dim))) return p;
     if ((p = size("mamba_num_groups", m.mamba.num_groups))) return p;

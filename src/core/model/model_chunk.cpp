@@ -32,12 +32,13 @@ std::optional<std::string> attention_split_problem(const ModelSpec& m, const Ten
   std::vector<LayerSpec> all = m.layers;
   for (const LayerSpec& l : m.mtp_layer_specs()) all.push_back(l);
   for (const LayerSpec& l : all) {
-    if (l.mixer == Mixer::attention && !divides(s.tp, m.attention_heads(l))) {
+    const bool attends = l.mixer == Mixer::attention || l.mixer == Mixer::mamba_and_attention;
+    if (attends && !divides(s.tp, m.attention_heads(l))) {
       return fmt::format("tp {} does not divide the {} attention heads", s.tp,
                          m.attention_heads(l));
     }
     const std::int64_t groups = m.query_groups(l);
-    if (l.mixer == Mixer::attention && !divides(s.tp, groups) && !divides(groups, s.tp)) {
+    if (attends && !divides(s.tp, groups) && !divides(groups, s.tp)) {
       return fmt::format("tp {} is neither a multiple nor a divisor of the {} key/value heads",
                          s.tp, groups);
     }
@@ -46,10 +47,10 @@ std::optional<std::string> attention_split_problem(const ModelSpec& m, const Ten
 }
 
 std::optional<std::string> mixer_split_problem(const ModelSpec& m, const TensorSplit& s) {
-  if (m.uses(Mixer::attention)) {
+  if (m.uses_attention()) {
     if (std::optional<std::string> p = attention_split_problem(m, s)) return p;
   }
-  if (m.uses(Mixer::mamba)) {
+  if (m.uses_mamba()) {
     const std::int64_t heads = m.mamba.heads(m.hidden_size);
     if (!divides(s.tp, heads)) {
       return fmt::format("tp {} does not divide the {} Mamba heads", s.tp, heads);

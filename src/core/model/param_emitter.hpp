@@ -28,10 +28,10 @@ class ParamEmitter {
   void norm(const std::string& prefix, std::int64_t n);
   void fused_norm(const std::string& prefix, std::int64_t n);
   void linear(const std::string& prefix, std::int64_t out, std::int64_t in, bool bias);
-  void attention(const std::string& p, const LayerSpec& layer);
+  void attention(const std::string& p, const LayerSpec& layer, bool fused_norm = true);
   void mla(const std::string& a);
   void sparse_mla(const std::string& a, const LayerSpec& layer);
-  void mamba(const std::string& p);
+  void mamba(const std::string& p, bool fused_norm = true);
   void gated_delta_net(const std::string& a);
   void dense_mlp(const std::string& m, std::int64_t ffn);
   void moe(const std::string& p);

@@ -85,5 +85,6 @@ void map_bailing_moe_v2(Config&, ModelSpec&, Notes&);  // ling_hy.cpp
 void map_hy_v3(Config&, ModelSpec&, Notes&);         // ling_hy.cpp
 void map_mimo_v2_flash(Config&, ModelSpec&, Notes&);  // mimo_v2.cpp
 void map_step3p5(Config&, ModelSpec&, Notes&);        // step.cpp
+void map_falcon_h1(Config&, ModelSpec&, Notes&);      // falcon_h1.cpp
 
 }  // namespace paramlayout::hf
