@@ -94,7 +94,6 @@ struct MambaSpec {
   std::int64_t num_groups = 8;   ///< B/C groups
   std::int64_t num_heads = 0;    ///< 0: 2 x hidden / head_dim
   std::int64_t conv_kernel = 4;  ///< d_conv
-  bool conv_bias = true;         ///< conv1d_bias
   bool gated_norm = true;        ///< rmsnorm: the gated norm before out_proj
 
   std::int64_t inner(std::int64_t hidden) const;  ///< d_inner

@@ -36,7 +36,7 @@ def kind(name):
         return "output"
     if "attn" in n or "attention" in n:
         return "attention"
-    if "mlp" in n or "expert" in n or "moe" in n:
+    if "mlp" in n or "expert" in n or "moe" in n or "feed_forward" in n:
         return "mlp"
     return "other"
 

@@ -218,7 +218,7 @@ void ParamEmitter::mamba(const std::string& x, bool fused_norm) {
   const std::int64_t state = mamba.num_groups * mamba.state_dim;
   const std::int64_t conv = (inner + 2 * state) / tp;
   add(x + "conv1d_weight", {conv, 1, mamba.conv_kernel});
-  if (mamba.conv_bias) add(x + "conv1d_bias", {conv});
+  add(x + "conv1d_bias", {conv});
   add(x + "dt_bias", {heads / tp});
   add(x + "A_log", {heads / tp});
   add(x + "D", {heads / tp});
