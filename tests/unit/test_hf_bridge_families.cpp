@@ -1,6 +1,6 @@
 // The mappings of Megatron-Bridge's newer text decoders (MiniMax-M2, EXAONE 4 and EXAONE-MoE,
-// Ling 2.0, Hunyuan 3, GLM-5, MiMo-V2-Flash, Step-3.5), multimodal language models (Ministral 3
-// among them) and the refused DeepSeek-V4, param by param, on the shipped configs or on small configs written here (never
+// Ling 2.0, Hunyuan 3, GLM-5, MiMo-V2-Flash, Step-3.5, Falcon-H1), multimodal language models
+// (Ministral 3 among them) and the refused DeepSeek-V4 and Gemma 4, param by param, on the shipped configs or on small configs written here (never
 // stand-ins for a real model). Shapes are worked out by hand from the configs' sizes.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -290,6 +290,59 @@ TEST_SUITE("synth") {
     CHECK(shapes(synth_json(tied)).count("output_layer.weight") == 1);
     tied["text_config"]["tie_word_embeddings"] = true;
     CHECK(shapes(synth_json(tied)).count("output_layer.weight") == 0);
+  }
+
+  TEST_CASE("Falcon-H1: a norm, Mamba-2 and attention side by side, then the MLP, every layer") {
+    const SynthModel m = synth_config("falcon-h1-0.5b");
+    CHECK(names_under(m, "decoder.layers.0.") ==
+          std::vector<std::string>{"norm.weight",
+                                   "mamba_mixer.conv1d_weight",
+                                   "mamba_mixer.conv1d_bias",
+                                   "mamba_mixer.dt_bias",
+                                   "mamba_mixer.A_log",
+                                   "mamba_mixer.D",
+                                   "mamba_mixer.in_proj.weight",
+                                   "mamba_mixer.out_proj.weight",
+                                   "self_attention.linear_proj.weight",
+                                   "self_attention.linear_qkv.weight",
+                                   "mlp.linear_fc1.layer_norm_weight",
+                                   "mlp.linear_fc1.weight",
+                                   "mlp.linear_fc2.weight"});
+    const auto s = shapes(m);
+    // 24 Mamba heads x 64 = 1536 inner, 1 group x 128 states: conv over 1536 + 2 x 128.
+    CHECK(s.at("decoder.layers.0.mamba_mixer.conv1d_weight") == Shape{1792, 1, 4});
+    // z, x (1536 each), B, C (128 each) and dt (24).
+    CHECK(s.at("decoder.layers.0.mamba_mixer.in_proj.weight") == Shape{3352, 1024});
+    CHECK(s.at("decoder.layers.0.mamba_mixer.out_proj.weight") == Shape{1024, 1536});
+    // 8 heads x 64 and 2 x 2 key/value heads x 64.
+    CHECK(s.at("decoder.layers.0.self_attention.linear_qkv.weight") == Shape{768, 1024});
+    CHECK(s.count("decoder.final_norm.weight") == 1);
+    // The gated norm where mamba_rms_norm says; a wider conv where mamba_d_conv says.
+    const auto normed =
+        shapes(synth_json(with("falcon-h1-0.5b", {{"mamba_rms_norm", true}, {"mamba_d_conv", 2}})));
+    CHECK(normed.at("decoder.layers.0.mamba_mixer.norm.weight") == Shape{1536});
+    CHECK(normed.at("decoder.layers.0.mamba_mixer.conv1d_weight") == Shape{1792, 1, 2});
+    CHECK(contains(synth_error(with("falcon-h1-0.5b", {{"mamba_norm_before_gate", true}})),
+                   "/mamba_norm_before_gate: is true"));
+    CHECK(contains(synth_error(with("falcon-h1-0.5b", {{"mamba_conv_bias", false}})),
+                   "/mamba_conv_bias: is false"));
+    const SynthModel biased = synth_json(with("falcon-h1-0.5b", {{"mamba_proj_bias", true}}));
+    // 36 x (3352 + 1024) in_proj and out_proj biases that Bridge does not build.
+    CHECK(contains(biased.notes.back(), "157,536 checkpoint elements have no param"));
+    // Megatron-LM splits the Mamba groups tp ways: two groups allow tp 2.
+    SynthOptions tp2;
+    tp2.tp = 2;
+    const auto split = shapes(synth_json(with("falcon-h1-0.5b", {{"mamba_n_groups", 2}}), tp2));
+    CHECK(split.at("decoder.layers.0.mamba_mixer.in_proj.weight") == Shape{(3072 + 512 + 24) / 2,
+                                                                           1024});
+  }
+
+  TEST_CASE("Gemma 4 is refused, naming the modules of Bridge's own it needs") {
+    for (const char* name : {"Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"}) {
+      CHECK(contains(synth_error(json{{"architectures", {name}}}),
+                     "Megatron-Bridge builds it with modules of its own that paramlayout's model "
+                     "description does not hold yet: per-layer input embeddings"));
+    }
   }
 
   TEST_CASE("DeepSeek-V4 is refused, naming the attention Megatron-LM lacks") {
