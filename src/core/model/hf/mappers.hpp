@@ -46,9 +46,11 @@ std::int64_t integer_of(Config& c, std::initializer_list<std::string_view> keys)
 void read_sparse_step_moe_layers(Config& c, ModelSpec& m);
 /// `num_nextn_predict_layers` (or `mtp_num_hidden_layers`) -> mtp_num_layers; 0 means none.
 void read_mtp_layers(Config& c, ModelSpec& m);
-/// Notes that the router's expert bias (`e_score_correction_bias`) is a buffer in
-/// Megatron-LM, so its elements are in the checkpoint but not among the params.
-void note_expert_bias(const ModelSpec& m, Notes& notes);
+/// Notes that the router's expert bias (`e_score_correction_bias`, or the checkpoint's `name`
+/// for it) is a buffer in Megatron-LM, so its elements are in the checkpoint but not among the
+/// params.
+void note_expert_bias(const ModelSpec& m, Notes& notes,
+                      std::string_view name = "e_score_correction_bias");
 
 // The architectures.
 void map_llama(Config&, ModelSpec&, Notes&);         // llama.cpp

@@ -144,7 +144,7 @@ void map_step3p5(Config &c, ModelSpec &m, Notes &notes) {
                     "heads x {} rows of linear_qkv",
                     group_digits(m.hidden_size), m.kv_channels));
   }
-  if (c.boolean("use_moe_router_bias", false)) note_expert_bias(m, notes);
+  if (c.boolean("use_moe_router_bias", false)) note_expert_bias(m, notes, "moe.router_bias");
 }
 
 }  // namespace paramlayout::hf
