@@ -159,6 +159,10 @@ struct ModelSpec {
   /// last decoder layer (EXAONE-MoE's are dense), by index; the last entry holds for the layers
   /// after it (Step-3.5's differ from one to the next).
   std::vector<LayerSpec> mtp_layer_kinds;
+  /// `mtp_layer_kinds` is looked up at the MTP layer's index plus the decoder layers before its
+  /// pipeline chunk, and past its end the model's own layer (full attention, dense MLP) holds:
+  /// Step-3.5's decoder layer (Megatron-Bridge's) indexes its per-layer settings so.
+  bool mtp_kinds_after_stage_offset = false;
   /// Hybrid models: the layers each multi-token prediction layer holds (GPT models hold a
   /// copy of the last decoder layer).
   std::vector<LayerSpec> hybrid_mtp_layers;
@@ -175,9 +179,9 @@ struct ModelSpec {
   std::int64_t attention_heads(const LayerSpec& layer) const;
   std::int64_t head_dim(const LayerSpec& layer) const;
   std::int64_t dense_ffn(const LayerSpec& layer) const;
-  /// The layer multi-token prediction layer `index` holds: from `mtp_layer_kinds`, else a copy
-  /// of the last decoder layer.
-  LayerSpec mtp_layer(std::int64_t index) const;
+  /// The layer multi-token prediction layer `index` holds, in a pipeline chunk after
+  /// `stage_offset` decoder layers: from `mtp_layer_kinds`, else a copy of the last decoder layer.
+  LayerSpec mtp_layer(std::int64_t index, std::int64_t stage_offset = 0) const;
   /// A hybrid model's: the layers one multi-token prediction layer holds; a GPT model's: the
   /// layer each holds, in order (none without them).
   std::vector<LayerSpec> mtp_layer_specs() const;

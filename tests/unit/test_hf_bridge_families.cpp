@@ -1,7 +1,8 @@
 // The mappings of Megatron-Bridge's newer text decoders (MiniMax-M2, EXAONE 4 and EXAONE-MoE,
 // Ling 2.0, Hunyuan 3, GLM-5, MiMo-V2-Flash, Step-3.5, Falcon-H1), multimodal language models
-// (Ministral 3 among them) and the refused DeepSeek-V4 and Gemma 4, param by param, on the shipped configs or on small configs written here (never
-// stand-ins for a real model). Shapes are worked out by hand from the configs' sizes.
+// (Ministral 3 among them) and the refused DeepSeek-V4 and Gemma 4, param by param, on the shipped
+// configs or on small configs written here (never stand-ins for a real model). Shapes are worked
+// out by hand from the configs' sizes.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -256,6 +257,14 @@ TEST_SUITE("synth") {
     CHECK(s.at("mtp.layers.0.mtp_model_layer.self_attention.linear_qkv.weight") ==
           Shape{160, 64});
     CHECK(s.at("mtp.layers.0.mtp_model_layer.mlp.linear_fc1.weight") == Shape{192, 64});
+    // Over 3 pipeline stages Bridge's layer looks the MTP layer up 2 decoder layers further
+    // (the last stage's offset), past layer_types' end: full attention there.
+    SynthOptions last;
+    last.pp = 3;
+    last.stage = 2;
+    CHECK(shapes(synth_json(config, last))
+              .at("mtp.layers.0.mtp_model_layer.self_attention.linear_qkv.weight") ==
+          Shape{192, 64});
     // tp 2 halves every layer's heads and gates.
     SynthOptions tp2;
     tp2.tp = 2;

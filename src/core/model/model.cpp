@@ -25,7 +25,13 @@ std::int64_t ModelSpec::head_dim(const LayerSpec& layer) const {
   return layer.kv_channels > 0 ? layer.kv_channels : head_dim();
 }
 
-LayerSpec ModelSpec::mtp_layer(std::int64_t index) const {
+LayerSpec ModelSpec::mtp_layer(std::int64_t index, std::int64_t stage_offset) const {
+  if (mtp_kinds_after_stage_offset) {
+    const std::int64_t at = index + stage_offset;
+    return at < static_cast<std::int64_t>(mtp_layer_kinds.size())
+               ? mtp_layer_kinds[static_cast<std::size_t>(at)]
+               : LayerSpec{Mixer::attention, Mlp::dense, 0, 0};
+  }
   if (!mtp_layer_kinds.empty()) {
     const auto last = static_cast<std::int64_t>(mtp_layer_kinds.size()) - 1;
     return mtp_layer_kinds[static_cast<std::size_t>(index < last ? index : last)];
@@ -46,6 +52,8 @@ std::vector<LayerSpec> ModelSpec::mtp_layer_specs() const {
   if (hybrid) return hybrid_mtp_layers;
   std::vector<LayerSpec> out;
   for (std::int64_t i = 0; i < mtp_num_layers; ++i) out.push_back(mtp_layer(i));
+  // On a later pipeline stage the model's own layer may hold them too.
+  if (mtp_kinds_after_stage_offset) out.push_back(mtp_layer(mtp_num_layers + num_layers()));
   return out;
 }
 

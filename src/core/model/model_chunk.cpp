@@ -150,7 +150,7 @@ ModelChunk build_chunk(const ModelSpec& model, const TensorSplit& split,
                model.layers[static_cast<std::size_t>(global)]);
   }
   if (placement.final_norm) emit.final_norm();
-  for (std::int64_t i : placement.mtp_layers) emit.mtp_layer(i);
+  for (std::int64_t i : placement.mtp_layers) emit.mtp_layer(i, placement.layer_offset);
   if (output_weight) emit.output_layer(shared_copy && !has_embedding);
 
   const std::int64_t pad_rows = (padded_vocab_size(model, split.tp) - model.vocab_size) / split.tp;

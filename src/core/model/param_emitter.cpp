@@ -59,7 +59,7 @@ void ParamEmitter::final_norm() {
   norm(mamba_stack ? "decoder.final_norm." : "decoder.final_layernorm.", m_.hidden_size);
 }
 
-void ParamEmitter::mtp_layer(std::int64_t index) {
+void ParamEmitter::mtp_layer(std::int64_t index, std::int64_t stage_offset) {
   const std::string p = fmt::format("mtp.layers.{}.", index);
   norm(p + "enorm.", m_.hidden_size);
   norm(p + "hnorm.", m_.hidden_size);
@@ -69,7 +69,7 @@ void ParamEmitter::mtp_layer(std::int64_t index) {
       layer(fmt::format("{}mtp_model_layer.layers.{}.", p, j), m_.hybrid_mtp_layers[j]);
     }
   } else {
-    layer(p + "mtp_model_layer.", m_.mtp_layer(index));
+    layer(p + "mtp_model_layer.", m_.mtp_layer(index, stage_offset));
   }
   norm(p + "final_layernorm.", m_.hidden_size);
 }

@@ -19,8 +19,9 @@ class ParamEmitter {
   void layer(const std::string& prefix, const LayerSpec& layer);
   /// decoder.final_layernorm, or a hybrid model's decoder.final_norm.
   void final_norm();
-  /// mtp.layers.<index>: its norms and projection, the layer(s) it holds, its final norm.
-  void mtp_layer(std::int64_t index);
+  /// mtp.layers.<index>: its norms and projection, the layer(s) it holds, its final norm; in a
+  /// pipeline chunk after `stage_offset` decoder layers.
+  void mtp_layer(std::int64_t index, std::int64_t stage_offset);
   void output_layer(bool shared);
 
  private:
