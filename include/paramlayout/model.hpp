@@ -21,6 +21,9 @@ enum class Mixer : std::uint8_t {
   mamba,            ///< a Mamba-2 mixer
   gated_delta_net,  ///< linear attention (Qwen3-Next)
   linear,           ///< one linear layer in its place (heterogeneous models)
+  /// A Mamba-2 mixer and self-attention side by side on one normalized input (Falcon-H1's
+  /// parallel layer): `norm`, `mamba_mixer` and `self_attention`, neither fusing a norm.
+  mamba_and_attention,
 };
 
 /// What follows the mixer in a decoder layer.
@@ -37,6 +40,8 @@ struct LayerSpec {
   Mlp mlp = Mlp::dense;
   std::int64_t ffn_hidden_size = 0;   ///< dense MLP size (heterogeneous models vary it)
   std::int64_t num_query_groups = 0;  ///< key/value heads (heterogeneous models vary it)
+  std::int64_t num_attention_heads = 0;  ///< query heads (Step-3.5's sliding layers vary it)
+  std::int64_t kv_channels = 0;          ///< head dim (Step-3.5's sliding layers vary it)
   /// Sparse attention: the layer reuses an earlier layer's top-k, so builds no indexer.
   bool shares_topk = false;
   /// The layer's attention has learned sinks (core_attention.softmax_offset), as every layer
@@ -88,6 +93,8 @@ struct MambaSpec {
   std::int64_t head_dim = 64;
   std::int64_t num_groups = 8;   ///< B/C groups
   std::int64_t num_heads = 0;    ///< 0: 2 x hidden / head_dim
+  std::int64_t conv_kernel = 4;  ///< d_conv
+  bool gated_norm = true;        ///< rmsnorm: the gated norm before out_proj
 
   std::int64_t inner(std::int64_t hidden) const;  ///< d_inner
   std::int64_t heads(std::int64_t hidden) const;
@@ -149,8 +156,13 @@ struct ModelSpec {
   std::vector<LayerSpec> layers;    ///< the decoder layers, in order
   std::int64_t mtp_num_layers = 0;  ///< multi-token prediction layers
   /// GPT models: the layer each multi-token prediction layer holds where it is not a copy of the
-  /// last decoder layer (EXAONE-MoE's are dense).
-  std::optional<LayerSpec> mtp_layer_spec;
+  /// last decoder layer (EXAONE-MoE's are dense), by index; the last entry holds for the layers
+  /// after it (Step-3.5's differ from one to the next).
+  std::vector<LayerSpec> mtp_layer_kinds;
+  /// `mtp_layer_kinds` is looked up at the MTP layer's index plus the decoder layers before its
+  /// pipeline chunk, and past its end the model's own layer (full attention, dense MLP) holds:
+  /// Step-3.5's decoder layer (Megatron-Bridge's) indexes its per-layer settings so.
+  bool mtp_kinds_after_stage_offset = false;
   /// Hybrid models: the layers each multi-token prediction layer holds (GPT models hold a
   /// copy of the last decoder layer).
   std::vector<LayerSpec> hybrid_mtp_layers;
@@ -164,12 +176,19 @@ struct ModelSpec {
   std::int64_t num_layers() const { return static_cast<std::int64_t>(layers.size()); }
   std::int64_t query_groups(const LayerSpec& layer) const;
   std::int64_t head_dim() const;
+  std::int64_t attention_heads(const LayerSpec& layer) const;
+  std::int64_t head_dim(const LayerSpec& layer) const;
   std::int64_t dense_ffn(const LayerSpec& layer) const;
-  /// The layer each multi-token prediction layer holds: `mtp_layer_spec`, else a copy of the last
-  /// decoder layer.
-  LayerSpec mtp_layer() const;
-  /// The layers one multi-token prediction layer holds (none without them).
+  /// The layer multi-token prediction layer `index` holds, in a pipeline chunk after
+  /// `stage_offset` decoder layers: from `mtp_layer_kinds`, else a copy of the last decoder layer.
+  LayerSpec mtp_layer(std::int64_t index, std::int64_t stage_offset = 0) const;
+  /// A hybrid model's: the layers one multi-token prediction layer holds; a GPT model's: the
+  /// layer each holds, in order (none without them).
   std::vector<LayerSpec> mtp_layer_specs() const;
+  /// Whether any decoder or multi-token prediction layer has self-attention / a Mamba mixer
+  /// (alone or side by side).
+  bool uses_attention() const;
+  bool uses_mamba() const;
   /// Whether any decoder or multi-token prediction layer has this mixer / MLP.
   bool uses(Mixer mixer) const;
   bool uses(Mlp mlp) const;

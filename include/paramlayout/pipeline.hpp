@@ -42,6 +42,8 @@ struct ChunkPlacement {
   bool post_process = false;  ///< the last chunk of the last stage: the output layer
   bool final_norm = false;    ///< the decoder's final norm
   bool pipeline_parallel = false;  ///< pp > 1: tied weights live on several stages
+  /// Decoder layers before this chunk (Megatron-LM's get_transformer_layer_offset).
+  std::int64_t layer_offset = 0;
 
   bool operator==(const ChunkPlacement&) const = default;
 };

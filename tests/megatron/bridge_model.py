@@ -12,6 +12,9 @@ def bridge_provider(hf_config_path):
     AutoBridge picks for the config's architecture, from the config alone (no weights)."""
     import json
 
+    # Megatron-Bridge registers its own config classes for architectures transformers does not
+    # ship (Step-3.5's step3p5) when its models are imported.
+    import megatron.bridge.models  # noqa: F401
     from transformers import CONFIG_MAPPING
 
     with open(hf_config_path) as f:

@@ -36,7 +36,7 @@ def kind(name):
         return "output"
     if "attn" in n or "attention" in n:
         return "attention"
-    if "mlp" in n or "expert" in n or "moe" in n:
+    if "mlp" in n or "expert" in n or "moe" in n or "feed_forward" in n:
         return "mlp"
     return "other"
 
@@ -55,7 +55,16 @@ def hf_counts(config_path):
     data = json.loads(config_path.read_text())
     config = CONFIG_MAPPING[data["model_type"]].from_dict(data)
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
+        try:
+            model = AutoModelForCausalLM.from_config(config)
+        except ValueError:
+            # A multimodal class with no causal-LM form (Mistral3): its language model alone,
+            # from text_config, as synth reads it.
+            if "text_config" not in data:
+                raise
+            text = data["text_config"]
+            model = AutoModelForCausalLM.from_config(
+                CONFIG_MAPPING[text["model_type"]].from_dict(text))
     seen, sizes = set(), []
     for name, p in model.named_parameters():  # a tied weight is listed once
         if id(p) not in seen:

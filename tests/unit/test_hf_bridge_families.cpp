@@ -1,7 +1,8 @@
 // The mappings of Megatron-Bridge's newer text decoders (MiniMax-M2, EXAONE 4 and EXAONE-MoE,
-// Ling 2.0, Hunyuan 3, GLM-5, MiMo-V2-Flash), multimodal language models and the refused
-// DeepSeek-V4, param by param, on the shipped configs or on small configs written here (never
-// stand-ins for a real model). Shapes are worked out by hand from the configs' sizes.
+// Ling 2.0, Hunyuan 3, GLM-5, MiMo-V2-Flash, Step-3.5, Falcon-H1), multimodal language models
+// (Ministral 3 among them) and the refused DeepSeek-V4 and Gemma 4, param by param, on the shipped
+// configs or on small configs written here (never stand-ins for a real model). Shapes are worked
+// out by hand from the configs' sizes.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -214,6 +215,143 @@ TEST_SUITE("synth") {
     CHECK(s.at("decoder.layers.0.self_attention.in_proj.weight") == Shape{12352, 2048});
     CHECK(s.at("decoder.layers.0.mlp.linear_fc1.weight") == Shape{12288, 2048});
     CHECK(s.at("mtp.layers.0.mtp_model_layer.mlp.linear_fc2.weight") == Shape{2048, 6144});
+  }
+
+  TEST_CASE("Step-3.5: sliding layers' own heads, full output gate, MoE by list, typed MTP") {
+    const json config = {{"architectures", {"Step3p5ForCausalLM"}},
+                         {"hidden_size", 64},
+                         {"intermediate_size", 96},
+                         {"num_hidden_layers", 3},
+                         {"num_attention_heads", 4},
+                         {"num_attention_groups", 2},
+                         {"head_dim", 16},
+                         {"vocab_size", 256},
+                         {"moe_num_experts", 4},
+                         {"moe_intermediate_size", 32},
+                         {"share_expert_dim", 48},
+                         {"moe_layers_enum", "1,2"},
+                         {"num_nextn_predict_layers", 1},
+                         {"use_qk_norm", true},
+                         {"tie_word_embeddings", false},
+                         {"layer_types",
+                          {"full_attention", "sliding_attention", "full_attention",
+                           "sliding_attention"}},
+                         {"attention_other_setting",
+                          {{"attention_type", "sliding_attention"},
+                           {"num_attention_heads", 8},
+                           {"num_attention_groups", 2},
+                           {"head_dim", 8}}}};
+    const auto s = shapes(synth_json(config));
+    // Full layer 0: 4 heads x 16 and their gates (4 x 16), 2 x (16 + 16) keys and values.
+    CHECK(s.at("decoder.layers.0.self_attention.linear_qkv.weight") == Shape{192, 64});
+    CHECK(s.at("decoder.layers.0.self_attention.q_layernorm.weight") == Shape{16});
+    CHECK(s.at("decoder.layers.0.mlp.linear_fc1.weight") == Shape{192, 64});
+    // Sliding layer 1: 8 heads x 8 and gates, 2 x (8 + 8); linear_proj reads 8 x 8.
+    CHECK(s.at("decoder.layers.1.self_attention.linear_qkv.weight") == Shape{160, 64});
+    CHECK(s.at("decoder.layers.1.self_attention.linear_proj.weight") == Shape{64, 64});
+    CHECK(s.at("decoder.layers.1.self_attention.k_layernorm.weight") == Shape{8});
+    CHECK(s.at("decoder.layers.1.mlp.router.weight") == Shape{4, 64});
+    CHECK(s.at("decoder.layers.1.mlp.shared_experts.linear_fc1.weight") == Shape{96, 64});
+    CHECK(s.at("decoder.layers.2.self_attention.linear_qkv.weight") == Shape{192, 64});
+    // The MTP layer takes layer_types' fourth entry (sliding) and is dense.
+    CHECK(s.at("mtp.layers.0.mtp_model_layer.self_attention.linear_qkv.weight") ==
+          Shape{160, 64});
+    CHECK(s.at("mtp.layers.0.mtp_model_layer.mlp.linear_fc1.weight") == Shape{192, 64});
+    // Over 3 pipeline stages Bridge's layer looks the MTP layer up 2 decoder layers further
+    // (the last stage's offset), past layer_types' end: full attention there.
+    SynthOptions last;
+    last.pp = 3;
+    last.stage = 2;
+    CHECK(shapes(synth_json(config, last))
+              .at("mtp.layers.0.mtp_model_layer.self_attention.linear_qkv.weight") ==
+          Shape{192, 64});
+    // tp 2 halves every layer's heads and gates.
+    SynthOptions tp2;
+    tp2.tp = 2;
+    CHECK(shapes(synth_json(config, tp2)).at("decoder.layers.1.self_attention.linear_qkv.weight") ==
+          Shape{80, 64});
+    // Without the head-wise gate: no gate rows. Without attention_other_setting: Bridge's
+    // defaults, 96 heads x 128 on sliding layers.
+    json plain = config;
+    plain["use_head_wise_attn_gate"] = false;
+    CHECK(shapes(synth_json(plain)).at("decoder.layers.0.self_attention.linear_qkv.weight") ==
+          Shape{128, 64});
+    plain.erase("attention_other_setting");
+    CHECK(shapes(synth_json(plain)).at("decoder.layers.1.self_attention.linear_qkv.weight") ==
+          Shape{96 * 128 + 8 * 256, 64});
+    json none = config;
+    none["moe_layers_enum"] = nullptr;
+    CHECK(contains(synth_error(none), "/moe_layers_enum: is null"));
+    none["moe_layers_enum"] = "1,x";
+    CHECK(contains(synth_error(none), "/moe_layers_enum: expected comma-separated"));
+  }
+
+  TEST_CASE("Ministral 3: the language model under text_config, its own tie_word_embeddings") {
+    const SynthModel m = synth_config("ministral-3-8b");
+    const auto s = shapes(m);
+    // 32 heads x 128 and 2 x 8 key/value heads x 128 over 4096.
+    CHECK(s.at("decoder.layers.0.self_attention.linear_qkv.weight") == Shape{6144, 4096});
+    // Per layer 218,112,000 (qkv, proj, fc1, fc2, two norms); embedding and output 131072 x 4096.
+    CHECK(m.numel() == 34 * 218112000LL + 2 * 131072LL * 4096 + 4096);
+    // Bridge reads the language model's tie_word_embeddings, not the top level's.
+    json tied = shipped("ministral-3-8b");
+    tied["tie_word_embeddings"] = true;
+    CHECK(shapes(synth_json(tied)).count("output_layer.weight") == 1);
+    tied["text_config"]["tie_word_embeddings"] = true;
+    CHECK(shapes(synth_json(tied)).count("output_layer.weight") == 0);
+  }
+
+  TEST_CASE("Falcon-H1: a norm, Mamba-2 and attention side by side, then the MLP, every layer") {
+    const SynthModel m = synth_config("falcon-h1-0.5b");
+    CHECK(names_under(m, "decoder.layers.0.") ==
+          std::vector<std::string>{"norm.weight",
+                                   "mamba_mixer.conv1d_weight",
+                                   "mamba_mixer.conv1d_bias",
+                                   "mamba_mixer.dt_bias",
+                                   "mamba_mixer.A_log",
+                                   "mamba_mixer.D",
+                                   "mamba_mixer.in_proj.weight",
+                                   "mamba_mixer.out_proj.weight",
+                                   "self_attention.linear_proj.weight",
+                                   "self_attention.linear_qkv.weight",
+                                   "mlp.linear_fc1.layer_norm_weight",
+                                   "mlp.linear_fc1.weight",
+                                   "mlp.linear_fc2.weight"});
+    const auto s = shapes(m);
+    // 24 Mamba heads x 64 = 1536 inner, 1 group x 128 states: conv over 1536 + 2 x 128.
+    CHECK(s.at("decoder.layers.0.mamba_mixer.conv1d_weight") == Shape{1792, 1, 4});
+    // z, x (1536 each), B, C (128 each) and dt (24).
+    CHECK(s.at("decoder.layers.0.mamba_mixer.in_proj.weight") == Shape{3352, 1024});
+    CHECK(s.at("decoder.layers.0.mamba_mixer.out_proj.weight") == Shape{1024, 1536});
+    // 8 heads x 64 and 2 x 2 key/value heads x 64.
+    CHECK(s.at("decoder.layers.0.self_attention.linear_qkv.weight") == Shape{768, 1024});
+    CHECK(s.count("decoder.final_norm.weight") == 1);
+    // The gated norm where mamba_rms_norm says; a wider conv where mamba_d_conv says.
+    const auto normed =
+        shapes(synth_json(with("falcon-h1-0.5b", {{"mamba_rms_norm", true}, {"mamba_d_conv", 2}})));
+    CHECK(normed.at("decoder.layers.0.mamba_mixer.norm.weight") == Shape{1536});
+    CHECK(normed.at("decoder.layers.0.mamba_mixer.conv1d_weight") == Shape{1792, 1, 2});
+    CHECK(contains(synth_error(with("falcon-h1-0.5b", {{"mamba_norm_before_gate", true}})),
+                   "/mamba_norm_before_gate: is true"));
+    CHECK(contains(synth_error(with("falcon-h1-0.5b", {{"mamba_conv_bias", false}})),
+                   "/mamba_conv_bias: is false"));
+    const SynthModel biased = synth_json(with("falcon-h1-0.5b", {{"mamba_proj_bias", true}}));
+    // 36 x (3352 + 1024) in_proj and out_proj biases that Bridge does not build.
+    CHECK(contains(biased.notes.back(), "157,536 checkpoint elements have no param"));
+    // Megatron-LM splits the Mamba groups tp ways: two groups allow tp 2.
+    SynthOptions tp2;
+    tp2.tp = 2;
+    const auto split = shapes(synth_json(with("falcon-h1-0.5b", {{"mamba_n_groups", 2}}), tp2));
+    CHECK(split.at("decoder.layers.0.mamba_mixer.in_proj.weight") == Shape{(3072 + 512 + 24) / 2,
+                                                                           1024});
+  }
+
+  TEST_CASE("Gemma 4 is refused, naming the modules of Bridge's own it needs") {
+    for (const char* name : {"Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"}) {
+      CHECK(contains(synth_error(json{{"architectures", {name}}}),
+                     "Megatron-Bridge builds it with modules of its own that paramlayout's model "
+                     "description does not hold yet: per-layer input embeddings"));
+    }
   }
 
   TEST_CASE("DeepSeek-V4 is refused, naming the attention Megatron-LM lacks") {

@@ -292,7 +292,7 @@ void read_transformer_impl(ArgMap& a, ModelSpec& m) {
     return;
   }
   const std::pair<bool, std::string_view> kUnmodelled[] = {
-      {m.hybrid || m.uses(Mixer::mamba) || m.uses(Mixer::gated_delta_net),
+      {m.hybrid || m.uses_mamba() || m.uses(Mixer::gated_delta_net),
        "hybrid, Mamba and linear-attention layers"},
       {m.mla.has_value(), "multi-latent attention"},
       {m.mtp_num_layers > 0, "multi-token prediction layers"},

@@ -22,7 +22,21 @@ struct Architecture {
   std::string_view scope = {};
   /// Architectures Megatron-Bridge maps with a part Megatron-LM cannot build: that part.
   std::string_view refused = {};
+  /// Architectures Megatron-Bridge builds with modules of its own that the model description
+  /// does not hold: those parts.
+  std::string_view undescribed = {};
+  /// Multimodal configs whose bridge reads `tie_word_embeddings` from the language model's
+  /// config, not the top level.
+  bool tie_in_scope = false;
 };
+
+/// What Megatron-Bridge's gemma4 bridges build with their own modules (modeling_gemma4.py).
+constexpr std::string_view kGemma4Parts =
+    "per-layer input embeddings (per_layer_embedding, per_layer_model_proj and each layer's "
+    "gate and projection), key/value sharing over the last num_kv_shared_layers layers, global "
+    "attention layers of their own head size and key/value heads (attention_k_eq_v), the "
+    "double-wide MLP, and the MoE layers' own norms around the shared and routed experts and "
+    "their router's learned scales (Gemma4MoELayer, Gemma4TopKRouter)";
 
 /// Megatron-Bridge's text decoders, and GPT-2, which Megatron-LM builds as its own GPT.
 constexpr std::array kArchitectures = {
@@ -73,6 +87,12 @@ constexpr std::array kArchitectures = {
     Architecture{"HYV3ForCausalLM", "Hunyuan 3", hf::map_hy_v3},
     Architecture{"MiMoV2FlashForCausalLM", "MiMo-V2-Flash (sliding-window and full layers)",
                  hf::map_mimo_v2_flash},
+    Architecture{"Step3p5ForCausalLM", "Step-3.5-Flash (sliding and full attention layers)",
+                 hf::map_step3p5},
+    Architecture{"FalconH1ForCausalLM", "Falcon-H1 (Mamba-2 and attention side by side)",
+                 hf::map_falcon_h1},
+    Architecture{"Gemma4ForCausalLM", "Gemma 4 (refused: its own layers are not described)",
+                 nullptr, {}, {}, kGemma4Parts},
     Architecture{"DeepseekV4ForCausalLM", "DeepSeek-V4 (refused: Megatron-LM lacks its attention)",
                  nullptr, {},
                  "attention variant \"dsv4_hybrid\" (compressed sparse attention with "
@@ -89,6 +109,11 @@ constexpr std::array kArchitectures = {
                  hf::map_qwen3_moe, "text_config"},
     Architecture{"Gemma3ForConditionalGeneration", "Gemma 3 (language model only)",
                  hf::map_gemma3, "text_config"},
+    Architecture{"Mistral3ForConditionalGeneration", "Ministral 3 (language model only)",
+                 hf::map_ministral3, "text_config", {}, {}, true},
+    Architecture{"Gemma4ForConditionalGeneration",
+                 "Gemma 4 (refused: its own layers are not described)", nullptr, {}, {},
+                 kGemma4Parts},
 };
 
 /// Set to something other than false, 0, null or empty.
@@ -171,6 +196,14 @@ constexpr std::array kShapeFields = {
     ShapeField{"linear_num_key_heads"}, ShapeField{"linear_num_value_heads"},
     ShapeField{"linear_key_head_dim"}, ShapeField{"linear_value_head_dim"},
     ShapeField{"linear_conv_kernel_dim"},
+    // Step-3.5's names.
+    ShapeField{"num_attention_groups"}, ShapeField{"attention_other_setting"},
+    ShapeField{"moe_layers_enum"}, ShapeField{"share_expert_dim"}, ShapeField{"share_expert_dims"},
+    ShapeField{"use_head_wise_attn_gate"},
+    // Falcon-H1's names.
+    ShapeField{"mamba_n_heads"}, ShapeField{"mamba_d_head"}, ShapeField{"mamba_n_groups"},
+    ShapeField{"mamba_d_state"}, ShapeField{"mamba_d_conv"}, ShapeField{"mamba_d_ssm"},
+    ShapeField{"mamba_proj_bias"}, ShapeField{"mamba_rms_norm"}, ShapeField{"projectors_bias"},
 };
 
 void reject_unread_shape_fields(hf::Config& c) {
@@ -241,13 +274,21 @@ Result<HfModel> read_hf_config(std::string_view text, std::string_view source) {
                             names.size()));
     return reader.error();
   }
+  if (!known->undescribed.empty()) {
+    const json::Path root;
+    reader.fail(root.field("architectures").item(0),
+                fmt::format("{}: Megatron-Bridge builds it with modules of its own that "
+                            "paramlayout's model description does not hold yet: {}",
+                            known->name, known->undescribed));
+    return reader.error();
+  }
   if (!known->refused.empty()) {
     const json::Path root;
     reader.fail(root.field("architectures").item(0),
                 fmt::format("{} needs Megatron-LM's {}", known->name, known->refused));
     return reader.error();
   }
-  hf::Config config(reader, known->name, known->scope);
+  hf::Config config(reader, known->name, known->scope, known->tie_in_scope);
   if (!known->scope.empty()) {
     model.notes.push_back(fmt::format(
         "the language model only (under {}): the vision or audio tower is left out",

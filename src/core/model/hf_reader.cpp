@@ -4,11 +4,13 @@
 
 namespace paramlayout::hf {
 
-Config::Config(json::Reader& reader, std::string_view architecture, std::string_view scope)
+Config::Config(json::Reader& reader, std::string_view architecture, std::string_view scope,
+               bool tie_in_scope)
     : reader_(reader),
       architecture_(architecture),
       object_(reader.root()),
-      base_(scope.empty() ? root_ : root_.field(scope)) {
+      base_(scope.empty() ? root_ : root_.field(scope)),
+      tie_in_scope_(tie_in_scope) {
   if (scope.empty()) return;
   auto inner = reader.root().at_key(scope);
   if (inner.error()) {
@@ -21,7 +23,7 @@ Config::Config(json::Reader& reader, std::string_view architecture, std::string_
 }
 
 simdjson::simdjson_result<json::Element> Config::lookup(std::string_view key) const {
-  if (key == "tie_word_embeddings") {
+  if (key == "tie_word_embeddings" && !tie_in_scope_) {
     auto top = reader_.root().at_key(key);
     if (!top.error()) return top;
   }

@@ -21,8 +21,10 @@ class Config {
  public:
   /// Reads the top-level object, or the object under `scope` ("text_config": the language model of
   /// a multimodal config) when it is not empty; there `tie_word_embeddings` is read from the top
-  /// level where it is given (Megatron-Bridge's multimodal bridges read it there).
-  Config(json::Reader& reader, std::string_view architecture, std::string_view scope = {});
+  /// level where it is given (most of Megatron-Bridge's multimodal bridges read it there), unless
+  /// `tie_in_scope` (Ministral 3's reads the language model's own).
+  Config(json::Reader& reader, std::string_view architecture, std::string_view scope = {},
+         bool tie_in_scope = false);
   Config(const Config&) = delete;
   Config& operator=(const Config&) = delete;
 
@@ -66,6 +68,7 @@ class Config {
   json::Element object_;
   json::Path root_;
   json::Path base_;
+  bool tie_in_scope_ = false;
   std::set<std::string> read_;
 };
 

@@ -17,8 +17,25 @@ std::int64_t ModelSpec::dense_ffn(const LayerSpec& layer) const {
   return layer.ffn_hidden_size > 0 ? layer.ffn_hidden_size : ffn_hidden_size;
 }
 
-LayerSpec ModelSpec::mtp_layer() const {
-  if (mtp_layer_spec) return *mtp_layer_spec;
+std::int64_t ModelSpec::attention_heads(const LayerSpec& layer) const {
+  return layer.num_attention_heads > 0 ? layer.num_attention_heads : num_attention_heads;
+}
+
+std::int64_t ModelSpec::head_dim(const LayerSpec& layer) const {
+  return layer.kv_channels > 0 ? layer.kv_channels : head_dim();
+}
+
+LayerSpec ModelSpec::mtp_layer(std::int64_t index, std::int64_t stage_offset) const {
+  if (mtp_kinds_after_stage_offset) {
+    const std::int64_t at = index + stage_offset;
+    return at < static_cast<std::int64_t>(mtp_layer_kinds.size())
+               ? mtp_layer_kinds[static_cast<std::size_t>(at)]
+               : LayerSpec{Mixer::attention, Mlp::dense, 0, 0};
+  }
+  if (!mtp_layer_kinds.empty()) {
+    const auto last = static_cast<std::int64_t>(mtp_layer_kinds.size()) - 1;
+    return mtp_layer_kinds[static_cast<std::size_t>(index < last ? index : last)];
+  }
   return layers.empty() ? LayerSpec{} : layers.back();
 }
 
@@ -32,7 +49,12 @@ std::int64_t MambaSpec::heads(std::int64_t hidden) const {
 
 std::vector<LayerSpec> ModelSpec::mtp_layer_specs() const {
   if (mtp_num_layers == 0) return {};
-  return hybrid ? hybrid_mtp_layers : std::vector<LayerSpec>{mtp_layer()};
+  if (hybrid) return hybrid_mtp_layers;
+  std::vector<LayerSpec> out;
+  for (std::int64_t i = 0; i < mtp_num_layers; ++i) out.push_back(mtp_layer(i));
+  // On a later pipeline stage the model's own layer may hold them too.
+  if (mtp_kinds_after_stage_offset) out.push_back(mtp_layer(mtp_num_layers + num_layers()));
+  return out;
 }
 
 bool ModelSpec::uses(Mixer mixer) const {
@@ -43,6 +65,14 @@ bool ModelSpec::uses(Mixer mixer) const {
     if (l.mixer == mixer) return true;
   }
   return false;
+}
+
+bool ModelSpec::uses_attention() const {
+  return uses(Mixer::attention) || uses(Mixer::mamba_and_attention);
+}
+
+bool ModelSpec::uses_mamba() const {
+  return uses(Mixer::mamba) || uses(Mixer::mamba_and_attention);
 }
 
 bool ModelSpec::uses(Mlp mlp) const {
@@ -80,7 +110,7 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
       (p = size("max_position_embeddings", m.max_position_embeddings))) {
     return p;
   }
-  if (m.uses(Mixer::attention)) {
+  if (m.uses_attention()) {
     if ((p = size("num_attention_heads", m.num_attention_heads))) return p;
     if ((p = size("num_query_groups", m.num_query_groups, 0))) return p;
     if ((p = size("kv_channels", m.kv_channels, 0))) return p;
@@ -92,10 +122,14 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
     }
     for (const LayerSpec& l : m.layers) {
       const std::int64_t groups = m.query_groups(l);
-      if (!m.mla && l.mixer == Mixer::attention &&
-          (groups < 1 || m.num_attention_heads % groups != 0)) {
-        return fmt::format("num_attention_heads {} is not divisible by num_query_groups {}",
-                           m.num_attention_heads, groups);
+      const std::int64_t heads = m.attention_heads(l);
+      if ((p = size("num_attention_heads", heads)) || (p = size("kv_channels", l.kv_channels, 0))) {
+        return p;
+      }
+      const bool attends = l.mixer == Mixer::attention || l.mixer == Mixer::mamba_and_attention;
+      if (!m.mla && attends && (groups < 1 || heads % groups != 0)) {
+        return fmt::format("num_attention_heads {} is not divisible by num_query_groups {}", heads,
+                           groups);
       }
     }
   }
@@ -125,7 +159,7 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
     }
     if ((p = size("moe_latent_size", m.moe.latent_size, 0))) return p;
   }
-  if (m.uses(Mixer::mamba)) {
+  if (m.uses_mamba()) {
     if ((p = size("mamba_state_dim", m.mamba.state_dim))) return p;
     if ((p = size("mamba_head_dim", m.mamba.head_dim))) return p;
     if ((p = size("mamba_num_groups", m.mamba.num_groups))) return p;

@@ -29,9 +29,16 @@ std::optional<std::string> attention_split_problem(const ModelSpec& m, const Ten
                        m.num_attention_heads);
   }
   if (m.mla) return std::nullopt;
-  for (const LayerSpec& l : m.layers) {
+  std::vector<LayerSpec> all = m.layers;
+  for (const LayerSpec& l : m.mtp_layer_specs()) all.push_back(l);
+  for (const LayerSpec& l : all) {
+    const bool attends = l.mixer == Mixer::attention || l.mixer == Mixer::mamba_and_attention;
+    if (attends && !divides(s.tp, m.attention_heads(l))) {
+      return fmt::format("tp {} does not divide the {} attention heads", s.tp,
+                         m.attention_heads(l));
+    }
     const std::int64_t groups = m.query_groups(l);
-    if (l.mixer == Mixer::attention && !divides(s.tp, groups) && !divides(groups, s.tp)) {
+    if (attends && !divides(s.tp, groups) && !divides(groups, s.tp)) {
       return fmt::format("tp {} is neither a multiple nor a divisor of the {} key/value heads",
                          s.tp, groups);
     }
@@ -40,10 +47,10 @@ std::optional<std::string> attention_split_problem(const ModelSpec& m, const Ten
 }
 
 std::optional<std::string> mixer_split_problem(const ModelSpec& m, const TensorSplit& s) {
-  if (m.uses(Mixer::attention)) {
+  if (m.uses_attention()) {
     if (std::optional<std::string> p = attention_split_problem(m, s)) return p;
   }
-  if (m.uses(Mixer::mamba)) {
+  if (m.uses_mamba()) {
     const std::int64_t heads = m.mamba.heads(m.hidden_size);
     if (!divides(s.tp, heads)) {
       return fmt::format("tp {} does not divide the {} Mamba heads", s.tp, heads);
@@ -143,7 +150,7 @@ ModelChunk build_chunk(const ModelSpec& model, const TensorSplit& split,
                model.layers[static_cast<std::size_t>(global)]);
   }
   if (placement.final_norm) emit.final_norm();
-  for (std::int64_t i : placement.mtp_layers) emit.mtp_layer(i);
+  for (std::int64_t i : placement.mtp_layers) emit.mtp_layer(i, placement.layer_offset);
   if (output_weight) emit.output_layer(shared_copy && !has_embedding);
 
   const std::int64_t pad_rows = (padded_vocab_size(model, split.tp) - model.vocab_size) / split.tp;

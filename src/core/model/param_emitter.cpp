@@ -3,7 +3,8 @@
 // and its output norm, then linear_qkv and the q/k norms, or MLA's projections), the pre-MLP
 // norm (MoE layers only: dense MLPs fuse it into linear_fc1), then the MLP or the MoE
 // (router, latent projections, experts, shared experts). A hybrid model's layer holds one of
-// these parts, or a Mamba mixer.
+// these parts, or a Mamba mixer; Falcon-H1's holds a norm, a Mamba mixer and self-attention side
+// by side, then its MLP.
 #include "param_emitter.hpp"
 
 #include <fmt/format.h>
@@ -52,11 +53,13 @@ void ParamEmitter::output_layer(bool shared) {
   p.shared_embedding = shared;
 }
 
+/// Mamba-style stacks (HybridModel's, Falcon-H1's) name it final_norm.
 void ParamEmitter::final_norm() {
-  norm(m_.hybrid ? "decoder.final_norm." : "decoder.final_layernorm.", m_.hidden_size);
+  const bool mamba_stack = m_.hybrid || m_.uses(Mixer::mamba_and_attention);
+  norm(mamba_stack ? "decoder.final_norm." : "decoder.final_layernorm.", m_.hidden_size);
 }
 
-void ParamEmitter::mtp_layer(std::int64_t index) {
+void ParamEmitter::mtp_layer(std::int64_t index, std::int64_t stage_offset) {
   const std::string p = fmt::format("mtp.layers.{}.", index);
   norm(p + "enorm.", m_.hidden_size);
   norm(p + "hnorm.", m_.hidden_size);
@@ -66,7 +69,7 @@ void ParamEmitter::mtp_layer(std::int64_t index) {
       layer(fmt::format("{}mtp_model_layer.layers.{}.", p, j), m_.hybrid_mtp_layers[j]);
     }
   } else {
-    layer(p + "mtp_model_layer.", m_.mtp_layer());
+    layer(p + "mtp_model_layer.", m_.mtp_layer(index, stage_offset));
   }
   norm(p + "final_layernorm.", m_.hidden_size);
 }
@@ -84,6 +87,11 @@ void ParamEmitter::layer(const std::string& prefix, const LayerSpec& layer) {
       break;
     case Mixer::linear:
       linear_replacement(prefix + "self_attention.");
+      break;
+    case Mixer::mamba_and_attention:
+      norm(prefix + "norm.", m_.hidden_size);
+      mamba(prefix + "mamba_mixer.", false);
+      attention(prefix, layer, false);
       break;
     case Mixer::none:
       break;
@@ -109,10 +117,10 @@ void ParamEmitter::layer(const std::string& prefix, const LayerSpec& layer) {
   }
 }
 
-void ParamEmitter::attention(const std::string& p, const LayerSpec& layer) {
+void ParamEmitter::attention(const std::string& p, const LayerSpec& layer, bool fused_norm) {
   const std::int64_t h = m_.hidden_size;
   const std::int64_t tp = s_.tp;
-  const std::int64_t heads = m_.num_attention_heads;
+  const std::int64_t heads = m_.attention_heads(layer);
   const std::string a = p + "self_attention.";
   if (m_.mla || m_.local_spec) norm(p + "input_layernorm.", h);
   if (m_.softmax_offset || layer.softmax_offset) {
@@ -126,12 +134,12 @@ void ParamEmitter::attention(const std::string& p, const LayerSpec& layer) {
     mla(a);
     return;
   }
-  const std::int64_t d = m_.head_dim();
+  const std::int64_t d = m_.head_dim(layer);
   const std::int64_t v = m_.v_head_dim > 0 ? m_.v_head_dim : d;
   linear(a + "linear_proj.", h, heads * v / tp, m_.add_bias_linear);
   if (m_.post_linear_norms) norm(a + "linear_proj.post_layernorm.", h);
   const std::int64_t gate = m_.attention_output_gate ? heads : 0;
-  if (m_.pre_linear_norms && !m_.local_spec) fused_norm(a + "linear_qkv.", h);
+  if (fused_norm && m_.pre_linear_norms && !m_.local_spec) this->fused_norm(a + "linear_qkv.", h);
   linear(a + "linear_qkv.", ((heads + gate) * d + m_.query_groups(layer) * (d + v)) / tp, h,
          m_.add_bias_linear || m_.add_qkv_bias);
   if (m_.qk_layernorm_split) {
@@ -200,8 +208,8 @@ void ParamEmitter::sparse_mla(const std::string& a, const LayerSpec& layer) {
 }
 
 /// A Mamba-2 mixer: its own conv, dt, A and D params first, then in_proj (with the layer's
-/// norm fused, never Muon-managed), the gated norm and out_proj.
-void ParamEmitter::mamba(const std::string& x) {
+/// norm fused unless the layer has its own, never Muon-managed), the gated norm and out_proj.
+void ParamEmitter::mamba(const std::string& x, bool fused_norm) {
   const MambaSpec& mamba = m_.mamba;
   const std::int64_t tp = s_.tp;
   const std::int64_t h = m_.hidden_size;
@@ -209,14 +217,14 @@ void ParamEmitter::mamba(const std::string& x) {
   const std::int64_t heads = mamba.heads(h);
   const std::int64_t state = mamba.num_groups * mamba.state_dim;
   const std::int64_t conv = (inner + 2 * state) / tp;
-  add(x + "conv1d_weight", {conv, 1, 4});
+  add(x + "conv1d_weight", {conv, 1, mamba.conv_kernel});
   add(x + "conv1d_bias", {conv});
   add(x + "dt_bias", {heads / tp});
   add(x + "A_log", {heads / tp});
   add(x + "D", {heads / tp});
-  fused_norm(x + "in_proj.", h);
+  if (fused_norm) this->fused_norm(x + "in_proj.", h);
   add(x + "in_proj.weight", {(2 * inner + 2 * state + heads) / tp, h}).use_muon = false;
-  add(x + "norm.weight", {inner / tp});
+  if (mamba.gated_norm) add(x + "norm.weight", {inner / tp});
   add(x + "out_proj.weight", {h, inner / tp});
 }
 

@@ -19,8 +19,9 @@ class ParamEmitter {
   void layer(const std::string& prefix, const LayerSpec& layer);
   /// decoder.final_layernorm, or a hybrid model's decoder.final_norm.
   void final_norm();
-  /// mtp.layers.<index>: its norms and projection, the layer(s) it holds, its final norm.
-  void mtp_layer(std::int64_t index);
+  /// mtp.layers.<index>: its norms and projection, the layer(s) it holds, its final norm; in a
+  /// pipeline chunk after `stage_offset` decoder layers.
+  void mtp_layer(std::int64_t index, std::int64_t stage_offset);
   void output_layer(bool shared);
 
  private:
@@ -28,10 +29,10 @@ class ParamEmitter {
   void norm(const std::string& prefix, std::int64_t n);
   void fused_norm(const std::string& prefix, std::int64_t n);
   void linear(const std::string& prefix, std::int64_t out, std::int64_t in, bool bias);
-  void attention(const std::string& p, const LayerSpec& layer);
+  void attention(const std::string& p, const LayerSpec& layer, bool fused_norm = true);
   void mla(const std::string& a);
   void sparse_mla(const std::string& a, const LayerSpec& layer);
-  void mamba(const std::string& p);
+  void mamba(const std::string& p, bool fused_norm = true);
   void gated_delta_net(const std::string& a);
   void dense_mlp(const std::string& m, std::int64_t ffn);
   void moe(const std::string& p);

@@ -343,6 +343,7 @@ Result<std::vector<ChunkPlacement>> place_layers(const PipelineConfig& c) {
                                 rank, v));
       }
       p.layers = range(decoder);
+      p.layer_offset = decoder.offset;
       const Span mtp = listed ? table.mtp[index]
                               : Span{0, p.post_process ? config.mtp_num_layers : 0};
       p.mtp_layers = range(mtp);

@@ -124,17 +124,19 @@ void read_mtp_layers(Config& c, ModelSpec& m) {
                          : c.integer("num_nextn_predict_layers", 0, 0);
 }
 
-void note_expert_bias(const ModelSpec& m, Notes& notes) {
+void note_expert_bias(const ModelSpec& m, Notes& notes, std::string_view name) {
   std::int64_t layers = 0;
   for (const LayerSpec& l : m.layers) layers += l.mlp == Mlp::moe ? 1 : 0;
+  // A hybrid model's MTP layers each hold all of its MTP layer specs; a GPT model's one each.
+  const std::int64_t repeats = m.hybrid ? m.mtp_num_layers : 1;
   for (const LayerSpec& l : m.mtp_layer_specs()) {
-    layers += l.mlp == Mlp::moe ? m.mtp_num_layers : 0;
+    layers += l.mlp == Mlp::moe ? repeats : 0;
   }
   if (layers == 0) return;
   notes.push_back(fmt::format(
-      "the router's expert bias (e_score_correction_bias) is a buffer in Megatron-LM, not a "
-      "param: {} checkpoint elements have no param",
-      group_digits(layers * m.moe.num_experts)));
+      "the router's expert bias ({}) is a buffer in Megatron-LM, not a param: {} checkpoint "
+      "elements have no param",
+      name, group_digits(layers * m.moe.num_experts)));
 }
 
 }  // namespace paramlayout::hf

@@ -45,7 +45,7 @@ void map_exaone_moe(Config& c, ModelSpec& m, Notes& notes) {
   }
   const std::vector<std::string> mtp_types = c.strings("mtp_layer_types");
   if (!mtp_types.empty()) m.mtp_num_layers = static_cast<std::int64_t>(mtp_types.size());
-  if (m.mtp_num_layers > 0) m.mtp_layer_spec = LayerSpec{Mixer::attention, Mlp::dense, 0, 0};
+  if (m.mtp_num_layers > 0) m.mtp_layer_kinds = {LayerSpec{Mixer::attention, Mlp::dense, 0, 0}};
   note_expert_bias(m, notes);
 }
 

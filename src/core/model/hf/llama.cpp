@@ -1,5 +1,6 @@
-// Llama and the decoders built like it: Mistral (Mistral-Nemo, Ministral), Mixtral and
-// Phi-3 / Phi-4 (Megatron-Bridge's llama, mistral, mixtral and phi bridges).
+// Llama and the decoders built like it: Mistral (Mistral-Nemo, Ministral), Ministral 3's language
+// model, Mixtral and Phi-3 / Phi-4 (Megatron-Bridge's llama, mistral, ministral3, mixtral and phi
+// bridges).
 #include "mappers.hpp"
 
 namespace paramlayout::hf {
@@ -10,6 +11,14 @@ void map_llama(Config& c, ModelSpec& m, Notes& notes) {
   read_llama_like(c, m);
   m.ffn_hidden_size = c.integer("intermediate_size");
   read_biases(c, m, notes);
+}
+
+/// Ministral 3 (Mistral3ForConditionalGeneration's language model): the fields Megatron-Bridge's
+/// ministral3 bridge reads (sizes, key/value heads, head_dim, vocab, tied embeddings), each
+/// layer a Llama's without biases; the Llama-4 query scaling changes no param.
+void map_ministral3(Config& c, ModelSpec& m, Notes&) {
+  read_llama_like(c, m);
+  m.ffn_hidden_size = c.integer("intermediate_size");
 }
 
 /// Every layer is a mixture of `num_local_experts` experts of `intermediate_size`.

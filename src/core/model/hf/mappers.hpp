@@ -46,14 +46,17 @@ std::int64_t integer_of(Config& c, std::initializer_list<std::string_view> keys)
 void read_sparse_step_moe_layers(Config& c, ModelSpec& m);
 /// `num_nextn_predict_layers` (or `mtp_num_hidden_layers`) -> mtp_num_layers; 0 means none.
 void read_mtp_layers(Config& c, ModelSpec& m);
-/// Notes that the router's expert bias (`e_score_correction_bias`) is a buffer in
-/// Megatron-LM, so its elements are in the checkpoint but not among the params.
-void note_expert_bias(const ModelSpec& m, Notes& notes);
+/// Notes that the router's expert bias (`e_score_correction_bias`, or the checkpoint's `name`
+/// for it) is a buffer in Megatron-LM, so its elements are in the checkpoint but not among the
+/// params.
+void note_expert_bias(const ModelSpec& m, Notes& notes,
+                      std::string_view name = "e_score_correction_bias");
 
 // The architectures.
 void map_llama(Config&, ModelSpec&, Notes&);         // llama.cpp
 void map_decilm(Config&, ModelSpec&, Notes&);        // decilm.cpp
 void map_mixtral(Config&, ModelSpec&, Notes&);       // llama.cpp
+void map_ministral3(Config&, ModelSpec&, Notes&);    // llama.cpp
 void map_phi3(Config&, ModelSpec&, Notes&);          // llama.cpp
 void map_gemma(Config&, ModelSpec&, Notes&);         // gemma.cpp
 void map_gemma2(Config&, ModelSpec&, Notes&);        // gemma.cpp
@@ -83,5 +86,7 @@ void map_sarvam_mla(Config&, ModelSpec&, Notes&);    // sarvam.cpp
 void map_bailing_moe_v2(Config&, ModelSpec&, Notes&);  // ling_hy.cpp
 void map_hy_v3(Config&, ModelSpec&, Notes&);         // ling_hy.cpp
 void map_mimo_v2_flash(Config&, ModelSpec&, Notes&);  // mimo_v2.cpp
+void map_step3p5(Config&, ModelSpec&, Notes&);        // step.cpp
+void map_falcon_h1(Config&, ModelSpec&, Notes&);      // falcon_h1.cpp
 
 }  // namespace paramlayout::hf

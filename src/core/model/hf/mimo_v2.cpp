@@ -71,7 +71,7 @@ void map_mimo_v2_flash(Config& c, ModelSpec& m, Notes& notes) {
   if (m.mtp_num_layers > 0) {
     LayerSpec mtp{Mixer::attention, Mlp::dense, 0, swa_groups};
     mtp.softmax_offset = true;
-    m.mtp_layer_spec = mtp;
+    m.mtp_layer_kinds = {mtp};
     notes.push_back(fmt::format(
         "num_nextn_predict_layers {}: Megatron-Bridge counts the checkpoint's model.mtp.layers "
         "instead of reading the config",
