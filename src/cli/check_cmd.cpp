@@ -26,12 +26,7 @@ std::size_t param_count(const Layout& layout) {
 }  // namespace
 
 void setup_check(CLI::App& sub, CheckCommand& command) {
-  sub.add_option("JOB|LAYOUT", command.layout,
-                 "A job (its directory or job.json), or one layout v1 JSON file")
-      ->type_name("PATH")
-      ->required();
-  sub.add_option("--manifest", command.manifest, "A layout's manifest (a job names its own)")
-      ->type_name("FILE");
+  add_layout_or_job(sub, command.layout, command.manifest);
   sub.add_flag("--replan", command.replan,
                "Also plan again and report any difference: a job from the launch job.json "
                "records (its config's hash must still match), a layout from its manifest with "
@@ -43,9 +38,8 @@ void setup_check(CLI::App& sub, CheckCommand& command) {
 
 Result<ExitCode> run_check(const CheckCommand& command) {
   if (is_job_input(command.layout)) return run_check_job(command);
-  if (command.manifest.empty()) {
-    return Error{"--manifest is required with a layout (a job directory or job.json needs "
-                 "none)"};
+  if (Result<void> usage = layout_or_job_usage(false, command.layout, command.manifest); !usage) {
+    return usage.error();
   }
   Result<LayoutWithManifest> inputs =
       load_layout_with_manifest(command.layout, command.manifest, command.max_input);

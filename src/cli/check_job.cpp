@@ -10,6 +10,7 @@
 #include <set>
 
 #include "job_directory.hpp"
+#include "inputs.hpp"
 #include "job_input.hpp"
 #include "launch.hpp"
 #include "paramlayout/check_job.hpp"
@@ -174,8 +175,8 @@ std::string holds_line(const LoadedJob& job, bool replanned) {
 }  // namespace
 
 Result<ExitCode> run_check_job(const CheckCommand& command) {
-  if (!command.manifest.empty()) {
-    return Error{"--manifest is for a layout: a job's chunks name their own manifests"};
+  if (Result<void> usage = layout_or_job_usage(true, command.layout, command.manifest); !usage) {
+    return usage.error();
   }
   Result<LoadedJob> job = load_job(command.layout, command.max_input);
   if (!job) return job.error();

@@ -15,10 +15,8 @@ namespace {
 
 /// stats JOB: the job's header and table, then what each stage sends per step.
 Result<ExitCode> run_job_stats(const StatsCommand& command) {
-  if (!command.manifest.empty()) {
-    return Error{fmt::format("--manifest: {} is a job, whose chunks name their own manifests; "
-                             "give no --manifest with a job",
-                             command.layout)};
+  if (Result<void> usage = layout_or_job_usage(true, command.layout, command.manifest); !usage) {
+    return usage.error();
   }
   Result<JobWithStats> loaded = load_job_with_stats(command.layout, command.max_input);
   if (!loaded) return loaded.error();
@@ -40,12 +38,7 @@ Result<ExitCode> run_job_stats(const StatsCommand& command) {
 }  // namespace
 
 void setup_stats(CLI::App& sub, StatsCommand& command) {
-  add_layout_with_manifest(sub, command.layout, command.manifest,
-                           "The manifest it was planned from (shapes); not with a job");
-  // A job names each chunk's manifest: --manifest is required with a layout only.
-  sub.get_option("--manifest")->required(false);
-  sub.get_option("LAYOUT")->description(
-      "Layout v1 JSON file, or a job: its directory or job.json");
+  add_layout_or_job(sub, command.layout, command.manifest);
   sub.add_flag("--json", command.json, "One JSON object on stdout");
   add_link_gbps(sub, command.link_gbps);
   add_max_input_size(sub, command.max_input);
@@ -58,7 +51,7 @@ Result<ExitCode> run_stats(const StatsCommand& command) {
     if (Result<Layout> layout = load_layout(command.layout, command.max_input); !layout) {
       return layout.error();
     }
-    return Error{"--manifest is required with a layout (a job names each chunk's own)"};
+    return layout_or_job_usage(false, command.layout, command.manifest).error();
   }
   Result<LayoutWithManifest> inputs =
       load_layout_with_manifest(command.layout, command.manifest, command.max_input);

@@ -242,10 +242,11 @@ class CheckJob(Workspace):
     def test_usage_errors(self):
         result = self.check("--manifest", self.job / "stage0.chunk0.manifest.json")
         self.assertEqual(result.returncode, 2)
-        self.assertIn("a job's chunks name their own manifests", result.stderr)
+        self.assertIn("is a job, whose chunks name their own manifests; drop --manifest",
+                      result.stderr)
         result = run("check", self.job / "stage0.chunk0.layout.json")
         self.assertEqual(result.returncode, 2)
-        self.assertIn("--manifest is required with a layout", result.stderr)
+        self.assertIn("is a layout, not a job", result.stderr)
         empty = self.root / "empty"
         empty.mkdir()
         result = run("check", empty)

@@ -238,10 +238,11 @@ class StatsJob(unittest.TestCase):
         c = self.small.record["chunks"][0]
         result = run("stats", self.small.dir, "--manifest", self.small.dir / c["manifest"])
         self.assertEqual(result.returncode, 2)
-        self.assertIn("give no --manifest with a job", result.stderr)
+        self.assertIn("is a job, whose chunks name their own manifests; drop --manifest",
+                      result.stderr)
         result = run("stats", self.small.dir / c["layout"])
         self.assertEqual(result.returncode, 2)
-        self.assertIn("--manifest is required with a layout", result.stderr)
+        self.assertIn("--manifest is required: ", result.stderr)
 
     def test_not_a_job_directory(self):
         with tempfile.TemporaryDirectory() as tmp:
