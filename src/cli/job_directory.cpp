@@ -145,7 +145,8 @@ bool holds_only_job_files(const std::string& path) {
 }
 
 /// Removes what killed runs into the same DIR left beside it: `.NAME.paramlayout-new-PID`
-/// and `.NAME.paramlayout-old-PID` of processes that are gone, each holding only job files.
+/// and `.NAME.paramlayout-old-PID` of processes that are gone, each holding only job files
+/// (a warning names one that holds anything else).
 void remove_leftovers(const Place& place) {
   const std::string prefix = "." + place.name;
   std::error_code ec;
@@ -161,7 +162,14 @@ void remove_leftovers(const Place& place) {
     if (pid != ::getpid() && (::kill(pid, 0) == 0 || errno != ESRCH)) continue;
     const std::string path = it->path().string();
     std::error_code ignored;
-    if (holds_only_job_files(path)) fs::remove_all(path, ignored);
+    if (holds_only_job_files(path)) {
+      fs::remove_all(path, ignored);
+    } else {
+      fmt::print(stderr,
+                 "paramlayout: warning: {}: left by an interrupted run, kept: it holds files "
+                 "that are not a job's\n",
+                 excerpt(path));
+    }
   }
 }
 

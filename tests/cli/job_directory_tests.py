@@ -203,6 +203,9 @@ class Replan(unittest.TestCase):
             (self.base / name / inside).write_text("{}")
         result = self.job(2, pp_line(2))
         self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn(".job.paramlayout-new-999999993: left by an interrupted run, kept",
+                      result.stderr)
+        self.assertEqual(result.stderr.count("warning"), 1, result.stderr)
         self.assertFalse(gone_new.exists())
         self.assertFalse(gone_old.exists())
         self.assert_beside_dir_only(*kept)
