@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "format/json_writer.hpp"
+#include "figures_json.hpp"
 #include "paramlayout/job_diff.hpp"
 
 namespace paramlayout {
@@ -22,11 +22,6 @@ void write_strings(json::Writer& w, const std::vector<std::string>& values) {
   w.raw("[");
   for (std::size_t i = 0; i < values.size(); ++i) w.raw(i > 0 ? ", " : "").quoted(values[i]);
   w.raw("]");
-}
-
-void write_bytes(json::Writer& w, const BytesPerRank& b) {
-  w.raw("{\"params\": ").integer(b.params).raw(", \"grads\": ").integer(b.grads);
-  w.raw(", \"optimizer\": ").integer(b.optimizer).raw("}");
 }
 
 void write_integers(json::Writer& w, const std::vector<std::int64_t>& values) {
@@ -59,7 +54,7 @@ void write_entry(json::Writer& w, const JobRecordChunk* c) {
   w.raw(", \"embedding\": ").boolean(c->embedding).raw(", \"output\": ").boolean(c->output);
   w.raw(", \"bucket_size\": ").optional(c->bucket_size);
   w.raw(", \"param_elements\": ").integer(c->param_elements).raw(", \"bytes_per_rank\": ");
-  write_bytes(w, c->bytes_per_rank);
+  write_bytes_per_rank(w, c->bytes_per_rank);
   w.raw("}");
 }
 
@@ -255,9 +250,9 @@ std::string job_diff_to_json(const JobDiff& d) {
   w.raw("]");
   w.raw(",\n  \"heaviest_stage\": {\"before\": {\"stage\": ").integer(d.heaviest_stage_before);
   w.raw(", \"bytes_per_rank\": ");
-  write_bytes(w, d.heaviest_bytes_before);
+  write_bytes_per_rank(w, d.heaviest_bytes_before);
   w.raw("}, \"after\": {\"stage\": ").integer(d.heaviest_stage_after).raw(", \"bytes_per_rank\": ");
-  write_bytes(w, d.heaviest_bytes_after);
+  write_bytes_per_rank(w, d.heaviest_bytes_after);
   w.raw("}}");
   write_launch(w, d);
   w.raw(",\n  \"ignored_arguments\": {\"added\": ");

@@ -1,19 +1,14 @@
 #include <fmt/format.h>
 
-#include "format/json_writer.hpp"
-#include "paramlayout/stats.hpp"
+#include "figures_json.hpp"
 
 namespace paramlayout {
 namespace {
 
 void write_traffic(json::Writer& w, const LayoutStats& s) {
-  const LayoutTraffic& t = s.traffic;
-  w.raw("{\"reduce_scatter_bytes\": ").integer(t.reduce_scatter_bytes)
-      .raw(", \"all_gather_bytes\": ").integer(t.all_gather_bytes)
-      .raw(", \"all_reduce_bytes\": ").integer(t.all_reduce_bytes)
-      .raw(", \"sent_bytes\": ").integer(t.sent_bytes)
-      .raw(", \"padding_sent_bytes\": ").integer(t.padding_sent_bytes)
-      .raw(", \"buffers\": [");
+  w.raw("{");
+  write_traffic_members(w, s.traffic);
+  w.raw(", \"buffers\": [");
   const char* sep = "";
   for (const BufferStats& b : s.buffers) {
     const BufferTraffic& bt = b.traffic;
@@ -34,6 +29,19 @@ void write_traffic(json::Writer& w, const LayoutStats& s) {
 
 }  // namespace
 
+void write_bytes_per_rank(json::Writer& w, const BytesPerRank& b) {
+  w.raw("{\"params\": ").integer(b.params).raw(", \"grads\": ").integer(b.grads);
+  w.raw(", \"optimizer\": ").integer(b.optimizer).raw("}");
+}
+
+void write_traffic_members(json::Writer& w, const LayoutTraffic& t) {
+  w.raw("\"reduce_scatter_bytes\": ").integer(t.reduce_scatter_bytes)
+      .raw(", \"all_gather_bytes\": ").integer(t.all_gather_bytes)
+      .raw(", \"all_reduce_bytes\": ").integer(t.all_reduce_bytes)
+      .raw(", \"sent_bytes\": ").integer(t.sent_bytes)
+      .raw(", \"padding_sent_bytes\": ").integer(t.padding_sent_bytes);
+}
+
 std::string stats_to_json(const LayoutStats& s, double link_gbps) {
   std::string text;
   json::Writer w(text);
@@ -44,10 +52,9 @@ std::string stats_to_json(const LayoutStats& s, double link_gbps) {
       .raw(", \"floor_percent\": ").raw(fmt::format("{:.4f}", s.floor_percent()))
       .raw(", \"cost_imbalance\": ").raw(fmt::format("{:.6f}", s.cost_imbalance))
       .raw(", \"cost_imbalance_bound\": ").raw(fmt::format("{:.6f}", s.cost_imbalance_bound))
-      .raw(", \"bytes_per_rank\": {\"params\": ").integer(s.bytes_per_rank.params)
-      .raw(", \"grads\": ").integer(s.bytes_per_rank.grads)
-      .raw(", \"optimizer\": ").integer(s.bytes_per_rank.optimizer)
-      .raw("}, \"traffic_per_step\": ");
+      .raw(", \"bytes_per_rank\": ");
+  write_bytes_per_rank(w, s.bytes_per_rank);
+  w.raw(", \"traffic_per_step\": ");
   write_traffic(w, s);
   if (link_gbps > 0) {
     w.raw(", \"estimate\": {\"link_gbps\": ").raw(fmt::format("{}", link_gbps))

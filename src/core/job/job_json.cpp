@@ -1,18 +1,13 @@
 // job.json (paramlayout.job/v1) written: one line per chunk, so a diff of two jobs reads well.
 #include <fmt/format.h>
 
-#include "../format/json_writer.hpp"
+#include "../analysis/figures_json.hpp"
 #include "paramlayout/job_record.hpp"
 #include "paramlayout/layout_json.hpp"
 #include "paramlayout/version.hpp"
 
 namespace paramlayout {
 namespace {
-
-void bytes(json::Writer& w, const BytesPerRank& b) {
-  w.raw("{\"params\": ").integer(b.params).raw(", \"grads\": ").integer(b.grads);
-  w.raw(", \"optimizer\": ").integer(b.optimizer).raw("}");
-}
 
 void integers(json::Writer& w, const std::vector<std::int64_t>& values) {
   w.raw("[");
@@ -48,7 +43,7 @@ void write_chunk(json::Writer& w, const JobRecordChunk& c) {
   if (!c.layout_sha256.empty()) w.raw(", \"layout_sha256\": ").quoted(c.layout_sha256);
   w.raw(", \"param_elements\": ").integer(c.param_elements);
   w.raw(", \"bytes_per_rank\": ");
-  bytes(w, c.bytes_per_rank);
+  write_bytes_per_rank(w, c.bytes_per_rank);
   w.raw("}");
 }
 
@@ -175,7 +170,7 @@ std::string write_job_json(const JobRecord& r) {
   }
   w.raw("\n  ],\n  \"heaviest_stage\": {\"stage\": ").integer(r.heaviest_stage);
   w.raw(", \"bytes_per_rank\": ");
-  bytes(w, r.heaviest_stage_bytes);
+  write_bytes_per_rank(w, r.heaviest_stage_bytes);
   w.raw("}\n}\n");
   return text;
 }

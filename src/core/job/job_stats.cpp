@@ -4,7 +4,7 @@
 
 #include <limits>
 
-#include "../format/json_writer.hpp"
+#include "../analysis/figures_json.hpp"
 
 namespace paramlayout {
 namespace {
@@ -23,17 +23,10 @@ void add_traffic(LayoutTraffic& to, const LayoutTraffic& t) {
   }
 }
 
-void write_bytes(json::Writer& w, const BytesPerRank& b) {
-  w.raw("{\"params\": ").integer(b.params).raw(", \"grads\": ").integer(b.grads);
-  w.raw(", \"optimizer\": ").integer(b.optimizer).raw("}");
-}
-
 void write_traffic(json::Writer& w, const LayoutTraffic& t) {
-  w.raw("{\"reduce_scatter_bytes\": ").integer(t.reduce_scatter_bytes);
-  w.raw(", \"all_gather_bytes\": ").integer(t.all_gather_bytes);
-  w.raw(", \"all_reduce_bytes\": ").integer(t.all_reduce_bytes);
-  w.raw(", \"sent_bytes\": ").integer(t.sent_bytes);
-  w.raw(", \"padding_sent_bytes\": ").integer(t.padding_sent_bytes).raw("}");
+  w.raw("{");
+  write_traffic_members(w, t);
+  w.raw("}");
 }
 
 std::string percent_text(double value) { return fmt::format("{:.4f}", value); }
@@ -134,7 +127,7 @@ std::string job_stats_to_json(const JobRecord& r, const JobStats& s, double link
     w.raw(", \"padding\": ").integer(stage.padding);
     w.raw(", \"padding_percent\": ").raw(percent_text(stage.padding_percent()));
     w.raw(", \"bytes_per_rank\": ");
-    write_bytes(w, stage.bytes_per_rank);
+    write_bytes_per_rank(w, stage.bytes_per_rank);
     w.raw(", \"traffic_per_step\": ");
     write_traffic(w, stage.traffic);
     w.raw("}");
@@ -142,7 +135,7 @@ std::string job_stats_to_json(const JobRecord& r, const JobStats& s, double link
   const JobStageStats& heaviest = s.stages[static_cast<std::size_t>(s.heaviest_stage)];
   w.raw("], \"heaviest_stage\": {\"stage\": ").integer(heaviest.stage);
   w.raw(", \"bytes_per_rank\": ");
-  write_bytes(w, heaviest.bytes_per_rank);
+  write_bytes_per_rank(w, heaviest.bytes_per_rank);
   const JobStageStats& busiest = s.stages[static_cast<std::size_t>(s.busiest_stage)];
   w.raw("}, \"busiest_stage\": {\"stage\": ").integer(busiest.stage);
   w.raw(", \"sent_bytes\": ").integer(busiest.traffic.sent_bytes);
