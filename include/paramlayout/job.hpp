@@ -107,6 +107,10 @@ Result<JobPlan> plan_job(const JobSpec& job);
 /// nullopt when the stage's total does not fit in 64 bits (plan_job refuses such a job).
 std::optional<BytesPerRank> stage_memory(const JobPlan& plan, std::int64_t stage);
 
+/// Which of `stages` (bytes per rank of each pipeline stage, in order) needs the most
+/// memory: the first of those with the largest total.
+std::int64_t heaviest_stage(const std::vector<BytesPerRank>& stages);
+
 /// `job.json` (paramlayout.job/v1): the job's sizes and, per chunk, what it builds, its files
 /// (chunk_file_stem) and its figures.
 std::string write_job_json(const JobSpec& job, const JobPlan& plan);

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <map>
+#include <vector>
 
 #include "paramlayout/stats.hpp"
 #include "paramlayout/text.hpp"
@@ -89,23 +89,16 @@ void check_chunk(const JobRecord& job, const JobChunkFiles& files, Findings& f) 
   f.expect(where, "grads per rank (bytes)", c.bytes_per_rank.grads, stats->bytes_per_rank.grads);
 }
 
-/// The heaviest stage from the chunks' recorded figures, as plan_job picks it: the first of
-/// the stages with the most bytes per rank.
+/// The heaviest stage from the chunks' recorded figures, as plan_job picks it.
 void check_heaviest_stage(const JobRecord& job, Findings& f) {
-  std::map<std::int64_t, BytesPerRank> stages;
+  std::vector<BytesPerRank> stages(static_cast<std::size_t>(job.parallel.pp));
   for (const JobRecordChunk& c : job.chunks) {
-    if (!stages[c.stage].add(c.bytes_per_rank)) return;
+    if (c.stage >= job.parallel.pp) return;  // parse_job_json refuses such a record
+    if (!stages[static_cast<std::size_t>(c.stage)].add(c.bytes_per_rank)) return;
   }
-  std::int64_t heaviest = 0;
-  std::int64_t most = -1;
-  for (const auto& [stage, bytes] : stages) {
-    if (bytes.total() > most) {
-      most = bytes.total();
-      heaviest = stage;
-    }
-  }
+  const std::int64_t heaviest = heaviest_stage(stages);
   f.expect("job.json", "heaviest stage", job.heaviest_stage, heaviest);
-  const BytesPerRank& b = stages[heaviest];
+  const BytesPerRank& b = stages[static_cast<std::size_t>(heaviest)];
   f.expect("job.json", "the heaviest stage's bytes per rank", job.heaviest_stage_bytes.total(),
            b.total());
 }

@@ -115,16 +115,24 @@ Result<JobPlan> plan_job(const JobSpec& job) {
                                c.placement.stage, c.placement.chunk)};
     }
   }
-  std::int64_t heaviest = -1;
+  std::vector<BytesPerRank> stages;
   for (std::int64_t stage = 0; stage < job.parallel.pp; ++stage) {
     const std::optional<BytesPerRank> memory = stage_memory(out, stage);
     if (!memory) return Error{fmt::format("stage {}: its bytes per rank are too large", stage)};
-    if (memory->total() > heaviest) {
-      heaviest = memory->total();
-      out.heaviest_stage = stage;
+    stages.push_back(*memory);
+  }
+  out.heaviest_stage = heaviest_stage(stages);
+  return out;
+}
+
+std::int64_t heaviest_stage(const std::vector<BytesPerRank>& stages) {
+  std::int64_t heaviest = 0;
+  for (std::size_t s = 1; s < stages.size(); ++s) {
+    if (stages[s].total() > stages[static_cast<std::size_t>(heaviest)].total()) {
+      heaviest = static_cast<std::int64_t>(s);
     }
   }
-  return out;
+  return heaviest;
 }
 
 std::optional<BytesPerRank> stage_memory(const JobPlan& plan, std::int64_t stage) {
