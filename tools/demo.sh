@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds build/, and plans a whole job: DeepSeek-V3's launch line
 # on 1,024 GPUs (16 pipeline stages of 2 virtual chunks, 64-way expert parallelism,
-# multi-token prediction), checks a chunk's layout, and compares Megatron-LM's layerwise
-# (Muon) packing with the balanced one on a Llama-3-70B job.
+# multi-token prediction), checks the whole job (every chunk, and its recorded launch
+# planned again), and compares Megatron-LM's layerwise (Muon) packing with the balanced one on a Llama-3-70B job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/setup.sh
@@ -23,9 +23,8 @@ args=(--pipeline-model-parallel-size 16 --expert-model-parallel-size 64
 echo "\$ build/paramlayout job --world-size 1024 --hf-config $config -o ds3/ -- ${args[*]}"
 build/paramlayout job --world-size 1024 --hf-config "$config" -o "$out/ds3" -- "${args[@]}"
 echo
-echo "\$ build/paramlayout check ds3/stage14.chunk1.layout.json --manifest ds3/stage14.chunk1.manifest.json --replan"
-(cd "$out" && "$OLDPWD/build/paramlayout" check ds3/stage14.chunk1.layout.json \
-  --manifest ds3/stage14.chunk1.manifest.json --replan)
+echo "\$ build/paramlayout check ds3/ --replan"
+(cd "$out" && "$OLDPWD/build/paramlayout" check ds3/ --replan)
 echo
 echo "Llama-3-70B with Muon (--optimizer muon) on 256 GPUs: each matrix whole in one rank's"
 echo "shard. The first chunk is bucketed; --packer balanced packs its buckets with less padding."
