@@ -2,7 +2,8 @@
 # Installs what is missing, builds build/, and plans a whole job: DeepSeek-V3's launch line
 # on 1,024 GPUs (16 pipeline stages of 2 virtual chunks, 64-way expert parallelism,
 # multi-token prediction), checks the whole job (every chunk, and its recorded launch
-# planned again), and compares Megatron-LM's layerwise (Muon) packing with the balanced one on a Llama-3-70B job.
+# planned again), and compares Megatron-LM's layerwise (Muon) packing with the balanced
+# one on a Llama-3-70B job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/setup.sh
