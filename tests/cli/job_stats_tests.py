@@ -182,7 +182,10 @@ class StatsJob(unittest.TestCase):
                             "expert_dp", "strategy", "param_dtype", "grad_dtype", "chunks",
                             "stages", "heaviest_stage", "busiest_stage", "totals"):
                     self.assertIn(key, s)
-                self.assertEqual(s["world_size"], job.record["world_size"])
+                for key in ("world_size", "tp", "pp", "vpp", "cp", "ep", "etp", "dp",
+                            "expert_dp", "strategy", "packer", "param_dtype", "grad_dtype",
+                            "dense_shards", "expert_shards"):
+                    self.assertEqual(s[key], job.record[key], key)
                 self.assertEqual(len(s["chunks"]), len(job.record["chunks"]))
                 self.assertEqual(len(s["stages"]), job.record["pp"])
                 for got, c in zip(s["chunks"], job.record["chunks"]):

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "../analysis/figures_json.hpp"
+#include "job_shape_json.hpp"
 #include "paramlayout/job_record.hpp"
 #include "paramlayout/layout_json.hpp"
 #include "paramlayout/version.hpp"
@@ -138,23 +139,28 @@ std::vector<JobFile> job_files(const JobSpec& job, const JobPlan& plan,
   return files;
 }
 
-std::string write_job_json(const JobRecord& r) {
-  std::string text;
-  json::Writer w(text);
+void write_job_shape(json::Writer& w, const JobRecord& r, std::string_view newline) {
   const ParallelConfig& p = r.parallel;
-  w.raw("{\n  \"schema\": \"paramlayout.job/v1\",\n  \"generator\": ").quoted(r.generator);
-  w.raw(",\n  \"model\": ").quoted(r.model);
-  w.raw(",\n  \"world_size\": ").integer(r.world_size);
+  w.raw("\"model\": ").quoted(r.model);
+  w.raw(",").raw(newline).raw("\"world_size\": ").integer(r.world_size);
   w.raw(", \"tp\": ").integer(p.tp).raw(", \"pp\": ").integer(p.pp);
   w.raw(", \"vpp\": ").integer(p.vpp).raw(", \"cp\": ").integer(p.cp);
   w.raw(", \"ep\": ").integer(p.ep).raw(", \"etp\": ").integer(p.etp);
   w.raw(", \"dp\": ").integer(r.dp).raw(", \"expert_dp\": ").integer(r.expert_dp);
-  w.raw(",\n  \"strategy\": ").quoted(to_string(r.strategy));
+  w.raw(",").raw(newline).raw("\"strategy\": ").quoted(to_string(r.strategy));
   w.raw(", \"packer\": ").quoted(to_string(r.packer));
   w.raw(", \"param_dtype\": ").quoted(to_string(r.param_dtype));
   w.raw(", \"grad_dtype\": ").quoted(to_string(r.grad_dtype));
-  w.raw(",\n  \"dense_shards\": ").integer(r.dense_shards);
+  w.raw(",").raw(newline).raw("\"dense_shards\": ").integer(r.dense_shards);
   w.raw(", \"expert_shards\": ").integer(r.expert_shards);
+}
+
+std::string write_job_json(const JobRecord& r) {
+  std::string text;
+  json::Writer w(text);
+  w.raw("{\n  \"schema\": \"paramlayout.job/v1\",\n  \"generator\": ").quoted(r.generator);
+  w.raw(",\n  ");
+  write_job_shape(w, r, "\n  ");
   if (!r.optimizer_state.empty()) {
     w.raw(",\n  \"optimizer_state\": ").quoted(r.optimizer_state);
   }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "../analysis/figures_json.hpp"
+#include "job_shape_json.hpp"
 
 namespace paramlayout {
 namespace {
@@ -99,18 +100,8 @@ Result<JobStats> job_stats(const JobRecord& record, std::vector<LayoutStats> chu
 std::string job_stats_to_json(const JobRecord& r, const JobStats& s, double link_gbps) {
   std::string text;
   json::Writer w(text);
-  const ParallelConfig& p = r.parallel;
-  w.raw("{\"model\": ").quoted(r.model);
-  w.raw(", \"world_size\": ").integer(r.world_size);
-  w.raw(", \"tp\": ").integer(p.tp).raw(", \"pp\": ").integer(p.pp);
-  w.raw(", \"vpp\": ").integer(p.vpp).raw(", \"cp\": ").integer(p.cp);
-  w.raw(", \"ep\": ").integer(p.ep).raw(", \"etp\": ").integer(p.etp);
-  w.raw(", \"dp\": ").integer(r.dp).raw(", \"expert_dp\": ").integer(r.expert_dp);
-  w.raw(", \"strategy\": ").quoted(to_string(r.strategy));
-  w.raw(", \"param_dtype\": ").quoted(to_string(r.param_dtype));
-  w.raw(", \"grad_dtype\": ").quoted(to_string(r.grad_dtype));
-  w.raw(", \"dense_shards\": ").integer(r.dense_shards);
-  w.raw(", \"expert_shards\": ").integer(r.expert_shards);
+  w.raw("{");
+  write_job_shape(w, r, " ");
   w.raw(", \"chunks\": [");
   for (std::size_t i = 0; i < s.chunks.size(); ++i) {
     const JobRecordChunk& c = r.chunks[i];
