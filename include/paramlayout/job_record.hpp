@@ -19,8 +19,14 @@ struct LaunchFile {
   std::string given;   ///< the path as the launch gave it (--hf-config, an argument's value)
   std::string path;    ///< where it is, relative to job.json's directory
   std::string sha256;  ///< of its bytes when the job was planned, lowercase hex
+  /// kConfigCopy when the job directory keeps a copy of it (the config), else "".
+  std::string copy;
   bool operator==(const LaunchFile&) const = default;
 };
+
+/// The name of the config's copy in a job directory: its bytes as the job was planned, so
+/// that a diff compares the config field by field even after it was edited in place.
+inline constexpr std::string_view kConfigCopy = "hf_config.json";
 
 /// How the job was launched: enough to plan it again (`job --from`, `check --replan`).
 struct LaunchRecord {
@@ -85,10 +91,12 @@ struct JobFile {
   std::string content;
 };
 
-/// Every file of a planned job's directory: each chunk's manifest and layout, then job.json,
-/// which records their SHA-256 and, when given, the launch.
+/// Every file of a planned job's directory: each chunk's manifest and layout, `kept` (copies
+/// of files the launch read, as they are: the config), then job.json, which records the
+/// chunk files' SHA-256 and, when given, the launch.
 std::vector<JobFile> job_files(const JobSpec& job, const JobPlan& plan,
-                               const std::optional<LaunchRecord>& launch);
+                               const std::optional<LaunchRecord>& launch,
+                               std::vector<JobFile> kept = {});
 
 /// What job.json says of `plan`, its chunk files' hashes taken from `files` (by name).
 JobRecord job_record(const JobSpec& job, const JobPlan& plan,

@@ -84,6 +84,11 @@ std::vector<Violation> strangers(const LoadedJob& job) {
     named.insert(c.manifest);
     named.insert(c.layout);
   }
+  if (job.job.record.launch) {
+    for (const LaunchFile& f : job.job.record.launch->files) {
+      if (!f.copy.empty()) named.insert(f.copy);
+    }
+  }
   std::vector<Violation> out;
   std::error_code ec;
   std::set<std::string> found;
@@ -92,7 +97,9 @@ std::vector<Violation> strangers(const LoadedJob& job) {
     if (name != "job.json" && is_job_file_name(name) && !named.contains(name)) found.insert(name);
   }
   for (const std::string& name : found) {
-    out.push_back({name, "a chunk file job.json does not name: left from another job?"});
+    out.push_back({name, name == kConfigCopy
+                             ? "a config's copy job.json does not name: left from another job?"
+                             : "a chunk file job.json does not name: left from another job?"});
   }
   return out;
 }

@@ -213,11 +213,16 @@ void print_model(const JobDiff& d, std::size_t limit) {
   }
 }
 
-/// The launch's Hugging Face config as read now from its recorded path, for diff_jobs.
+/// The launch's Hugging Face config as the job was planned (its copy in the job directory),
+/// else as read now from its recorded path, for diff_jobs.
 void read_config(const LoadedJob& job, std::uint64_t max_bytes, std::string& text,
                  JobDiffInput& input) {
   const JobRecord& r = job.job.record;
   if (!r.launch || !r.launch->hf_config) return;
+  if (job.config_copy) {
+    input.config_text = *job.config_copy;
+    return;
+  }
   for (const LaunchFile& f : r.launch->files) {
     if (f.given != *r.launch->hf_config) continue;
     Result<std::string> read = read_file((job.job.dir / f.path).string(), max_bytes);

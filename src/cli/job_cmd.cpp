@@ -119,10 +119,11 @@ Result<ExitCode> run_job(const JobCommand& command) {
   const JobRecord record = job_record(job, plan, std::nullopt, {});
   Result<JobStats> stats = plan_stats(record, plan);
   if (!stats) return stats.error();
+  const std::vector<JobFile> kept = planned->kept_files();
   if (!command.output.empty()) {
     const LaunchRecord launch = record_launch(input->launch, planned->files, command.output);
-    if (Result<void> written =
-            write_job_directory(command.output, job_files(job, plan, launch), command.replace);
+    if (Result<void> written = write_job_directory(
+            command.output, job_files(job, plan, launch, kept), command.replace);
         !written) {
       return written.error();
     }
@@ -136,8 +137,9 @@ Result<ExitCode> run_job(const JobCommand& command) {
                           describe_optimizer_state(job.optimizer, job.param_dtype, grad)});
     print_job_table(stdout, record, *stats);
     if (!command.output.empty()) {
-      fmt::print("wrote {} files to {}: job.json and each stageS.chunkC's manifest and layout\n",
-                 2 * plan.chunks.size() + 1, command.output);
+      fmt::print("wrote {} files to {}: job.json, each stageS.chunkC's manifest and layout{}\n",
+                 2 * plan.chunks.size() + kept.size() + 1, command.output,
+                 kept.empty() ? "" : fmt::format(" and the config's copy ({})", kConfigCopy));
     }
   }
   return kExitOk;

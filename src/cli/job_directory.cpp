@@ -240,7 +240,7 @@ Result<std::string> swap_in(const std::string& staging, const std::string& targe
 }  // namespace
 
 bool is_job_file_name(std::string_view name) {
-  if (name == "job.json") return true;
+  if (name == "job.json" || name == kConfigCopy) return true;
   // stageS.chunkC.manifest.json, stageS.chunkC.layout.json
   const auto take = [&](std::string_view word) {
     if (!name.starts_with(word)) return false;

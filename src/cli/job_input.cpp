@@ -31,6 +31,25 @@ std::string not_as_recorded(const JobRecordChunk& c, const std::string& file,
                      c.name(), file, actual.substr(0, 12), recorded.substr(0, 12));
 }
 
+/// The config's copy job.json records, read and checked against the config's hash.
+void read_config_copy(LoadedJob& job, std::uint64_t max_bytes) {
+  if (!job.job.record.launch) return;
+  for (const LaunchFile& f : job.job.record.launch->files) {
+    if (f.copy.empty()) continue;
+    Result<std::string> text = read_file((job.job.dir / f.copy).string(), max_bytes);
+    if (!text) {
+      job.not_as_recorded.push_back(fmt::format("{}: the copy of {} job.json records: {}",
+                                                f.copy, excerpt(f.given), text.error().message));
+    } else if (const std::string actual = sha256_hex(*text); actual != f.sha256) {
+      job.not_as_recorded.push_back(fmt::format(
+          "{} is not the copy of {} job.json records (SHA-256 {}, job.json records {})", f.copy,
+          excerpt(f.given), actual.substr(0, 12), f.sha256.substr(0, 12)));
+    } else {
+      job.config_copy = std::move(*text);
+    }
+  }
+}
+
 }  // namespace
 
 bool is_job_input(const std::string& path) {
@@ -61,7 +80,7 @@ Result<JobInput> read_job_record(const std::string& path, std::uint64_t max_byte
 Result<LoadedJob> load_job(const std::string& path, std::uint64_t max_bytes) {
   Result<JobInput> input = read_job_record(path, max_bytes);
   if (!input) return input.error();
-  LoadedJob job{std::move(*input), {}, {}};
+  LoadedJob job{std::move(*input), {}, {}, {}};
   job.chunks.reserve(job.job.record.chunks.size());
   for (const JobRecordChunk& c : job.job.record.chunks) {
     JobChunkInput& chunk = job.chunks.emplace_back();
@@ -86,6 +105,7 @@ Result<LoadedJob> load_job(const std::string& path, std::uint64_t max_bytes) {
     chunk.manifest = std::move(*parsed_manifest);
     chunk.layout = std::move(*parsed_layout);
   }
+  read_config_copy(job, max_bytes);
   return job;
 }
 

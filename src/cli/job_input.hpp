@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,12 +43,16 @@ struct LoadedJob {
   JobInput job;
   std::vector<JobChunkInput> chunks;  ///< as job.json lists them
   /// "stage1.chunk0: stage1.chunk0.layout.json is not the file job.json names (...)": each
-  /// chunk file whose bytes are not the ones job.json records.
+  /// chunk file whose bytes are not the ones job.json records, and the config's copy.
   std::vector<std::string> not_as_recorded;
+  /// The config as the job was planned: its copy's bytes, when job.json records one and the
+  /// copy is as recorded.
+  std::optional<std::string> config_copy;
 };
 
-/// Reads job.json and every chunk's manifest and layout; a chunk file that cannot be read or
-/// parsed is an error naming the chunk, one whose hash differs is listed in not_as_recorded.
+/// Reads job.json, every chunk's manifest and layout and the config's copy; a chunk file that
+/// cannot be read or parsed is an error naming the chunk; a file whose hash differs, or a
+/// copy that is gone, is listed in not_as_recorded.
 Result<LoadedJob> load_job(const std::string& path, std::uint64_t max_bytes);
 
 /// The error for a job whose files are not the ones job.json names, for the commands that

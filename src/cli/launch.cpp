@@ -51,6 +51,7 @@ Result<PlannedLaunch> plan_launch(const LaunchRecord& launch,
   const FileLocator locator(launch, recorded_in);
   std::vector<FileRead> files;
   std::optional<HfModel> hf;
+  std::optional<std::string> hf_text;
   if (launch.hf_config) {
     const std::optional<fs::path> at = locator.locate(*launch.hf_config);
     if (!at) {
@@ -64,6 +65,7 @@ Result<PlannedLaunch> plan_launch(const LaunchRecord& launch,
     Result<HfModel> model = read_hf_config(*text, at->string());
     if (!model) return model.error();
     hf = std::move(*model);
+    hf_text = std::move(*text);
   }
   const FileReader reader = [&](const std::string& given) -> std::optional<std::string> {
     const std::optional<fs::path> at = locator.locate(given);
@@ -87,7 +89,12 @@ Result<PlannedLaunch> plan_launch(const LaunchRecord& launch,
   }
   Result<JobPlan> plan = plan_job(*spec);
   if (!plan) return plan.error();
-  return PlannedLaunch{std::move(*spec), std::move(*plan), std::move(files)};
+  return PlannedLaunch{std::move(*spec), std::move(*plan), std::move(files), std::move(hf_text)};
+}
+
+std::vector<JobFile> PlannedLaunch::kept_files() const {
+  if (!hf_config_text) return {};
+  return {{std::string(kConfigCopy), *hf_config_text}};
 }
 
 LaunchRecord record_launch(LaunchRecord launch, const std::vector<FileRead>& files,
@@ -98,8 +105,10 @@ LaunchRecord record_launch(LaunchRecord launch, const std::vector<FileRead>& fil
   for (const FileRead& f : files) {
     const fs::path at = fs::weakly_canonical(fs::absolute(f.location, ec), ec);
     const fs::path relative = at.lexically_relative(base);
-    launch.files.push_back(
-        {f.given, relative.empty() ? at.generic_string() : relative.generic_string(), f.sha256});
+    const bool config = launch.hf_config && f.given == *launch.hf_config;
+    launch.files.push_back({f.given,
+                            relative.empty() ? at.generic_string() : relative.generic_string(),
+                            f.sha256, config ? std::string(kConfigCopy) : std::string()});
   }
   return launch;
 }

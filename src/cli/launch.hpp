@@ -25,6 +25,10 @@ struct PlannedLaunch {
   JobSpec spec;
   JobPlan plan;
   std::vector<FileRead> files;
+  std::optional<std::string> hf_config_text;  ///< the config's bytes, when the launch has one
+
+  /// The copies a job directory keeps of what the launch read (the config, as kConfigCopy).
+  std::vector<JobFile> kept_files() const;
 };
 
 /// Plans `launch`. Without `recorded_in`, its files are read where the launch names them
@@ -34,7 +38,7 @@ Result<PlannedLaunch> plan_launch(const LaunchRecord& launch,
                                   const std::optional<std::filesystem::path>& recorded_in);
 
 /// The launch as job.json in `dir` records it: `launch` with each file read, its path
-/// relative to `dir`.
+/// relative to `dir`, and the config's copy named.
 LaunchRecord record_launch(LaunchRecord launch, const std::vector<FileRead>& files,
                            const std::filesystem::path& dir);
 

@@ -69,7 +69,9 @@ class LaunchRecord(Workspace):
         # The config's path is relative to job.json: jobs/llama/ -> ../../configs/llama.json.
         self.assertEqual(launch["files"], [{"given": "configs/llama.json",
                                             "path": "../../configs/llama.json",
-                                            "sha256": digest}])
+                                            "sha256": digest, "copy": "hf_config.json"}])
+        # The job keeps the config's bytes as planned beside job.json.
+        self.assertEqual((self.job / "hf_config.json").read_bytes(), self.config.read_bytes())
 
     def test_each_chunk_file_hash_is_its_bytes(self):
         for chunk in self.record()["chunks"]:
@@ -195,6 +197,29 @@ class CheckJob(Workspace):
         self.assertIn("stage5.chunk0.layout.json: a chunk file job.json does not name",
                       result.stdout)
 
+    def test_the_configs_copy_is_checked(self):
+        copy = self.job / "hf_config.json"
+        planned = copy.read_bytes()
+        copy.write_bytes(planned.replace(b'"num_hidden_layers": 32', b'"num_hidden_layers": 34'))
+        self.assertNotEqual(copy.read_bytes(), planned)
+        result = self.check()
+        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+        self.assertIn("hf_config.json is not the copy of configs/llama.json job.json records",
+                      result.stdout)
+        copy.unlink()
+        result = self.check()
+        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+        self.assertIn("hf_config.json: the copy of configs/llama.json job.json records: ",
+                      result.stdout)
+        # A copy job.json does not name: left from another job.
+        copy.write_bytes(planned)
+        record = self.record()
+        del record["launch"]["files"][0]["copy"]
+        (self.job / "job.json").write_text(json.dumps(record))
+        result = self.check()
+        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+        self.assertIn("hf_config.json: a config's copy job.json does not name", result.stdout)
+
     def test_replan_catches_a_model_revision(self):
         config = json.loads(self.config.read_text())
         config["num_hidden_layers"] = 34
@@ -234,6 +259,7 @@ class CheckJob(Workspace):
         record = self.record()
         del record["launch"]
         (self.job / "job.json").write_text(json.dumps(record, indent=1))
+        (self.job / "hf_config.json").unlink()  # kept only by a job that records its launch
         self.assertEqual(self.check().returncode, 0)
         result = self.check("--replan")
         self.assertEqual(result.returncode, 2)

@@ -112,19 +112,38 @@ class Jobs(unittest.TestCase):
                                        "12 added, 2 resized, 6 moved to another chunk; 2 of 2 "
                                        "chunks differ\n"), out)
 
-    def test_config_edited_in_place_is_not_compared(self):
+    def test_config_edited_in_place_is_compared_from_the_jobs_copies(self):
         with tempfile.TemporaryDirectory() as tmp:
             config = Path(tmp, "config.json")
             shutil.copy(self.old_config, config)
             old = plan(Path(tmp, "old"), config)
             shutil.copy(self.new_config, config)
             new = plan(Path(tmp, "new"), config)
+            config.unlink()
+            # Each job keeps the config it was planned from: the fields are still compared.
+            self.assertEqual((old / "hf_config.json").read_bytes(),
+                             self.old_config.read_bytes())
+            out = self.diff(old, new)
+            lines = [l.split() for l in out.splitlines()]
+            self.assertIn(["num_hidden_layers", "32", "->", "34"], lines)
+            self.assertIn(["vocab_size", "128,256", "->", "130,000"], lines)
+            # A copy that is not the config job.json records is refused, named.
+            (old / "hf_config.json").write_text("{}")
+            result = run("diff", old, new)
+            self.assertEqual(result.returncode, 2, result.stdout + result.stderr)
+            self.assertIn("hf_config.json is not the copy of", result.stderr)
+            # A job written without a copy: the config is read where the launch read it,
+            # and where it changed (or is gone) it is not compared; the params still are.
+            (old / "hf_config.json").unlink()
+            record = json.loads((old / "job.json").read_text())
+            for f in record["launch"]["files"]:
+                f.pop("copy", None)
+            (old / "job.json").write_text(json.dumps(record))
+            shutil.copy(self.new_config, config)
             out = self.diff(old, new)
             self.assertIn("not compared: ", out)
             self.assertIn(f"the old job's {config} changed since it was planned", out)
-            self.assertIn("decoder.layers.16.*", out)  # the params are still compared
-            config.unlink()
-            self.assertIn("not compared: ", self.diff(old, new))
+            self.assertIn("decoder.layers.16.*", out)
 
     def test_world_size_change(self):
         out = self.diff(self.old, self.wider)

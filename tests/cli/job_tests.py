@@ -81,7 +81,7 @@ class DeepSeekJob(unittest.TestCase):
         self.assertEqual(set(sizes[1:]), {None})
 
     def test_files_and_check_replan(self):
-        expected = {"job.json"}
+        expected = {"job.json", "hf_config.json"}  # the config's copy, as planned
         for c in self.job["chunks"]:
             expected |= {c["manifest"], c["layout"]}
         self.assertEqual(set(os.listdir(self.dir)), expected)

@@ -256,9 +256,9 @@ TEST_SUITE("job-diff") {
     const std::string old_config = R"({"vocab_size": 1000})";
     const std::string new_config = R"({"vocab_size": 2000})";
     a->record.launch->hf_config = "old.json";
-    a->record.launch->files.push_back({"old.json", "old.json", sha256_hex(old_config)});
+    a->record.launch->files.push_back({"old.json", "old.json", sha256_hex(old_config), ""});
     b->record.launch->hf_config = "new.json";
-    b->record.launch->files.push_back({"new.json", "new.json", sha256_hex(new_config)});
+    b->record.launch->files.push_back({"new.json", "new.json", sha256_hex(new_config), ""});
     JobDiffInput old_input = a->input();
     JobDiffInput new_input = b->input();
     old_input.config_text = old_config;

@@ -106,7 +106,7 @@ TEST_SUITE("schema") {
     LaunchRecord launch;
     launch.world_size = 8;
     launch.args = args;
-    launch.files.push_back({"c.json", "../c.json", std::string(64, 'a')});
+    launch.files.push_back({"c.json", "../c.json", std::string(64, 'a'), "hf_config.json"});
     const json job = json::parse(job_files(spec, plan, launch).back().content);
     CHECK(job_schema().valid(job));
     const auto both_refuse = [](json broken) {
@@ -124,6 +124,9 @@ TEST_SUITE("schema") {
     both_refuse(broken);
     broken = job;
     broken["launch"]["files"][0]["sha256"] = std::string(64, 'A');
+    both_refuse(broken);
+    broken = job;
+    broken["launch"]["files"][0]["copy"] = "../c.json";
     both_refuse(broken);
   }
 

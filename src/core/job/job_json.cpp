@@ -58,7 +58,9 @@ void write_launch(json::Writer& w, const LaunchRecord& launch) {
     const LaunchFile& f = launch.files[i];
     w.raw(i > 0 ? ",\n      " : "\n      ");
     w.raw("{\"given\": ").quoted(f.given).raw(", \"path\": ").quoted(f.path);
-    w.raw(", \"sha256\": ").quoted(f.sha256).raw("}");
+    w.raw(", \"sha256\": ").quoted(f.sha256);
+    if (!f.copy.empty()) w.raw(", \"copy\": ").quoted(f.copy);
+    w.raw("}");
   }
   w.raw(launch.files.empty() ? "]" : "\n    ]");
   w.raw(",\n    \"args\": ");
@@ -127,14 +129,17 @@ JobRecord job_record(const JobSpec& job, const JobPlan& plan,
 }
 
 std::vector<JobFile> job_files(const JobSpec& job, const JobPlan& plan,
-                               const std::optional<LaunchRecord>& launch) {
+                               const std::optional<LaunchRecord>& launch,
+                               std::vector<JobFile> kept) {
   std::vector<JobFile> files;
-  files.reserve(2 * plan.chunks.size() + 1);
+  files.reserve(2 * plan.chunks.size() + kept.size() + 1);
   for (const JobChunk& c : plan.chunks) {
     const std::string stem = chunk_file_stem(c.placement);
     files.push_back({stem + ".manifest.json", write_manifest_json(c.manifest)});
-    files.push_back({stem + ".layout.json", write_layout_json(c.layout, stats_to_json(c.layout_stats))});
+    files.push_back(
+        {stem + ".layout.json", write_layout_json(c.layout, stats_to_json(c.layout_stats))});
   }
+  for (JobFile& f : kept) files.push_back(std::move(f));
   files.push_back({"job.json", write_job_json(job_record(job, plan, launch, files))});
   return files;
 }

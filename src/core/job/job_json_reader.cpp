@@ -97,6 +97,15 @@ void read_chunk(json::Reader& r, json::Element v, const json::Path& path, JobRec
       });
 }
 
+/// A kept copy's name: only the config's is kept, always under the same name.
+std::string config_copy(json::Reader& r, json::Element v, const json::Path& p) {
+  std::string name(r.string(v, p, true));
+  if (!r.failed() && name != kConfigCopy) {
+    r.fail(p, fmt::format("expected \"{}\", got \"{}\"", kConfigCopy, excerpt(name)));
+  }
+  return name;
+}
+
 void read_launch(json::Reader& r, json::Element v, const json::Path& path, LaunchRecord& l) {
   json::read_members(
       r, v, path, {"world_size", "packer", "model", "hf_config", "files", "args"},
@@ -112,12 +121,13 @@ void read_launch(json::Reader& r, json::Element v, const json::Path& path, Launc
             std::size_t i = 0;
             for (json::Element item : simdjson::dom::array(e)) {
               LaunchFile& f = l.files.emplace_back();
-              json::read_members(r, item, p.item(i++), {"given", "path", "sha256"},
+              json::read_members(r, item, p.item(i++), {"given", "path", "sha256", "copy"},
                                  {"given", "path", "sha256"},
                                  [&](std::size_t s, json::Element x, const json::Path& q) {
                                    if (s == 0) f.given = r.string(x, q, true);
                                    if (s == 1) f.path = r.string(x, q, true);
                                    if (s == 2) f.sha256 = sha256(r, x, q);
+                                   if (s == 3) f.copy = config_copy(r, x, q);
                                  });
               if (r.failed()) return;
             }
