@@ -182,18 +182,36 @@ void read_optimizer_state(ArgMap& a, JobSpec& job, const std::string& optimizer,
       a.fail("--optimizer-cpu-offload", "must be used with --use-precision-aware-optimizer "
                                         "(arguments.py:1884)");
     }
-    if (std::optional<std::string> f = a.string("--optimizer-offload-fraction");
-        f && std::strtod(f->c_str(), nullptr) != 1.0) {
-      a.fail("--optimizer-offload-fraction",
-             "a fraction other than 1 leaves the first params' state on the GPU by the "
-             "optimizer groups' order, which paramlayout does not model");
+    if (std::optional<std::string> f = a.string("--optimizer-offload-fraction")) {
+      o.offload_fraction = std::strtod(f->c_str(), nullptr);
     }
-    job.notes.emplace_back("the optimizer state lives in pinned host memory "
-                           "(--optimizer-cpu-offload): float32 params, grads and moments on "
-                           "the CPU; the figures count none of it on the GPU");
+    if (o.offload_fraction < 1) {
+      // They decide the param groups, whose order decides what stays on the GPU.
+      o.decoupled_lr = a.string("--decoupled-lr").has_value();
+      o.wd_on_qk_layernorm = a.flag("--apply-wd-to-qk-layernorm");
+    }
+    if (o.offload_fraction < 1 && a.flag("--use-mup")) {
+      a.fail("--optimizer-offload-fraction",
+             "below 1 with --use-mup, whose param groups decide which params keep their state "
+             "on the GPU and which paramlayout does not model");
+    }
+    job.notes.emplace_back(
+        o.offload_fraction < 1
+            ? fmt::format("HybridDeviceOptimizer moves the first {}% of each rank's optimizer "
+                          "params, in its groups' order, to pinned host memory (float32 "
+                          "params, grads and Adam moments, 16 bytes per element); the "
+                          "figures count what the rest keep on the GPU",
+                          o.offload_fraction * 100)
+            : std::string("the optimizer state lives in pinned host memory "
+                          "(--optimizer-cpu-offload): float32 params, grads and moments on "
+                          "the CPU; the figures count none of it on the GPU"));
   } else {
     a.has("--optimizer-offload-fraction");
   }
+  if (optimizer == "muon" || optimizer == "dist_muon" || optimizer == "adaptive_muon") {
+    o.scalar_optimizer = a.string("--muon-scalar-optimizer").value_or("adam");
+  }
+  if (optimizer == "dist_muon") o.name = "muon";  // arguments.py:1727-1733
 }
 
 /// The optimizer decides the layout: the distributed optimizer shards buffers
