@@ -202,6 +202,10 @@ class Wording(unittest.TestCase):
                       "and second moment: 12 bytes per element",
                       self.summary(2, *dist, "--optimizer", "adaptive_muon"))
         self.assertIn("Lion for matrices", self.summary(2, *dist, "--optimizer", "lion"))
+        # layer_wise_optimizer.py:713-760: the legacy path deals whole params out by size.
+        out = self.summary(2, *dist, "--optimizer", "muon", "--no-use-layer-wise-param-layout")
+        self.assertIn("deals whole params out to the data-parallel ranks by size", out)
+        self.assertNotIn("deals whole", self.summary(2, *dist, "--optimizer", "muon"))
 
     def test_offload_fraction_says_what_stays_on_the_gpu(self):
         offload = ("--bf16", "--use-distributed-optimizer", "--use-precision-aware-optimizer",

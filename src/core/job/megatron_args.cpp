@@ -239,6 +239,13 @@ void read_optimizer(ArgMap& a, JobSpec& job) {
                                                 : Strategy::sequential_dp;
 
   read_optimizer_state(a, job, optimizer, distributed);
+  if (emerging && distributed && !layerwise_layout) {
+    job.notes.emplace_back(
+        "without the layer-wise param layout, Megatron-LM's layer-wise optimizer deals whole "
+        "params out to the data-parallel ranks by size (layer_wise_optimizer.py:713-760), "
+        "which paramlayout does not model: the figures count every param's optimizer state "
+        "on each rank, an upper bound");
+  }
 
   const bool accumulate_fp32 = a.flag("--accumulate-allreduce-grads-in-fp32");
   const bool reduce_bf16 = a.flag("--grad-reduce-in-bf16");
