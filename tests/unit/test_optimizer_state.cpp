@@ -342,4 +342,22 @@ TEST_SUITE("job-optimizer-state") {
         expect_ok(job_from_megatron_args(mamba + Args{"--optimizer", "muon"}, 2, nullptr));
     CHECK(plan_job(muon));  // Muon sends it to Adam
   }
+
+  TEST_CASE("expert params outside the emerging optimizer with the layer-wise layout: refused") {
+    // optimizer/__init__.py:918-926: Adam's expert-parallel groups (the experts' biases) have
+    // no distributed optimizer of their own on the layer-wise path.
+    const Args moe = {"--num-experts", "4", "--expert-model-parallel-size", "2", "--bf16",
+                      "--use-distributed-optimizer", "--optimizer", "muon"};
+    const JobSpec biased = expect_ok(job_from_megatron_args(small_model() + moe, 4, nullptr));
+    Result<JobPlan> refused = plan_job(biased);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().message.find(".bias is an expert-parallel param the emerging "
+                                       "optimizer leaves to Adam") != std::string::npos);
+    const JobSpec plain = expect_ok(job_from_megatron_args(
+        small_model() + moe + Args{"--disable-bias-linear"}, 4, nullptr));
+    CHECK(plan_job(plain));
+    const JobSpec legacy = expect_ok(job_from_megatron_args(
+        small_model() + moe + Args{"--no-use-layer-wise-param-layout"}, 4, nullptr));
+    CHECK(plan_job(legacy));
+  }
 }

@@ -36,6 +36,16 @@ Result<std::int64_t> buffer_state(const JobSpec &job, const ChunkPlacement &at,
     }
     ps.push_back(found->second);
   }
+  if (b.strategy == Strategy::sequential_dp && b.key.expert_parallel &&
+      job.strategy == Strategy::layerwise && !ps.empty()) {
+    return Error{fmt::format(
+        "stage {} chunk {}: {} is an expert-parallel param the emerging optimizer leaves to "
+        "{}: Megatron-LM's optimizer refuses those with the layer-wise param layout "
+        "(optimizer/__init__.py:918-926: they would need a distributed optimizer over the "
+        "expert data-parallel group); give --disable-bias-linear if they are biases, or "
+        "--no-use-layer-wise-param-layout",
+        at.stage, at.chunk, ps.front()->name, to_string(param_optimizer(o, *ps.front())))};
+  }
   if (b.strategy == Strategy::sequential_dp) {
     // The distributed optimizer's shard: one optimizer per buffer, the same
     // bytes for every element it owns (its shard, padding included).
