@@ -23,6 +23,13 @@ HybridDeviceOptimizer._get_sub_optimizer_param_groups splits them (params standi
 CUDA tensors); what stays on the GPU, 12 bytes per element (a float32 main param and two
 float32 moments), must be job's figure.
 
+Last, --no-use-layer-wise-param-layout: for a small bf16 job with the distributed optimizer at
+several world sizes, Megatron-LM's _get_param_groups (the standard overrides and the emerging
+optimizer's routing, as _get_megatron_emerging_optimizer merges them) and the layer-wise
+optimizer's own _shard_params_ping_pong deal the params out; each rank's state (Megatron-LM's
+optimizers' as above, plus a float32 main param per element, optimizer.py:1010-1012) at its
+heaviest rank must be job's figure.
+
 Run with any python3: it runs itself again in tools/megatron-env.sh's python; exit 77 (skipped)
 with the reason where that environment cannot be made. Exit 0 all agree, 1 a difference.
 """
@@ -42,6 +49,13 @@ MODEL = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4
          "--ffn-hidden-size", "96", "--max-position-embeddings", "128", "--vocab-size", "500",
          "--untie-embeddings-and-output-weights"]
 FRACTIONS = [0.0, 0.3, 0.5, 0.9]
+DEALS = [
+    (2, ["--optimizer", "muon"]),
+    (3, ["--optimizer", "muon", "--decoupled-lr", "1e-4"]),
+    (4, ["--optimizer", "soap"]),
+    (5, ["--optimizer", "adaptive_muon", "--apply-wd-to-qk-layernorm", "--qk-layernorm"]),
+    (3, ["--optimizer", "lion"]),
+]
 CASES = [
     ["--optimizer", "muon"],
     ["--optimizer", "muon", "--muon-scalar-optimizer", "lion"],
@@ -184,6 +198,98 @@ def offload_kept_bytes(binary, fraction):
     return ours, 12 * kept, [len(g["params"]) for g in groups]
 
 
+def state_of(name, scalar, tensors_by_optimizer):
+    """Bytes of state per param (by id) the optimizers allocate over float32 copies."""
+    import torch
+    from megatron.core.optimizer import emerging_optimizers as eo
+    from emerging_optimizers.scalar_optimizers import Lion
+    out = {}
+    for chosen, tensors in tensors_by_optimizer.items():
+        copies = [torch.zeros(t.shape, dtype=torch.float32) for t in tensors]
+        if chosen == "adam":
+            for t, c in zip(tensors, copies):
+                out[id(t)] = 2 * c.numel() * c.element_size()
+            continue
+        group = [{"params": [torch.nn.Parameter(c) for c in copies]}]
+        cls = eo._EMERGING_OPTIMIZERS[name].optimizer_cls if chosen == name else Lion
+        optimizer = cls(group, lr=1e-3)
+        eo._eopt_init_state_fn(optimizer)
+        for t, p in zip(tensors, group[0]["params"]):
+            out[id(t)] = sum(v.numel() * v.element_size()
+                             for v in optimizer.state[p].values() if isinstance(v, torch.Tensor))
+    return out
+
+
+def dealt_bytes(binary, world, extra):
+    """job's optimizer bytes and Megatron-LM's heaviest rank's, without the layer-wise layout."""
+    import copy as copy_module
+    import torch
+    from megatron.core.optimizer import (_get_param_groups, emerging_optimizers as eo,
+                                         get_standard_config_overrides)
+    from megatron.core.optimizer.layer_wise_optimizer import LayerWiseDistributedOptimizer
+    from megatron.core.optimizer.optimizer_config import OptimizerConfig
+
+    args = MODEL + ["--bf16", "--use-distributed-optimizer", "--no-use-layer-wise-param-layout"] \
+        + extra
+    out = Path(tempfile.mkdtemp(prefix="optimizer-state-judge-")) / "job"
+    subprocess.run([binary, "job", "--world-size", str(world), "-q", "-o", str(out), "--"] + args,
+                   check=True)
+    ours = json.loads((out / "job.json").read_text())["chunks"][0]["bytes_per_rank"]["optimizer"]
+    manifest = json.loads((out / "stage0.chunk0.manifest.json").read_text())["params"]
+    name = args[args.index("--optimizer") + 1]
+    decoupled = float(args[args.index("--decoupled-lr") + 1]) if "--decoupled-lr" in args \
+        else None
+
+    class Chunk:
+        def __init__(self):
+            self.tensors = []
+            for p in manifest:
+                t = torch.nn.Parameter(torch.zeros(p["shape"], dtype=torch.bfloat16))
+                t.allreduce = not p.get("expert_parallel", False)
+                t.is_embedding_or_output_parameter = p.get("embedding_or_output", False)
+                t.use_muon = p.get("use_muon", True)
+                self.tensors.append((p["name"], t))
+
+        def named_parameters(self):
+            return iter(self.tensors)
+
+    chunk = Chunk()
+    config = OptimizerConfig(optimizer=name, lr=1e-3, bf16=True, decoupled_lr=decoupled,
+                             apply_wd_to_qk_layernorm="--apply-wd-to-qk-layernorm" in args)
+    overrides = get_standard_config_overrides(config)
+    defaults = copy_module.deepcopy(eo._EMERGING_OPTIMIZERS[name].default_param_overrides)
+    if name in ("muon", "adaptive_muon"):
+        for override in defaults.values():
+            if override.get("optimizer") in ("adam", "lion"):
+                override["optimizer"] = config.muon_scalar_optimizer
+    overrides.update(defaults)  # as optimizer/__init__.py:815 merges them
+    by_optimizer = {}
+    for group in _get_param_groups([chunk], config, overrides):
+        by_optimizer.setdefault(group.get("optimizer", name), []).append(group)
+
+    class Optimizer:
+        def __init__(self, groups):
+            self.param_groups = groups
+
+    class Group:
+        def __init__(self, size):
+            self._size = size
+
+        def size(self):
+            return self._size
+
+        def rank(self):
+            return 0
+
+    tensors = {k: [t for g in groups for t in g["params"]] for k, groups in by_optimizer.items()}
+    state = state_of(name, "adam", tensors)
+    deal = LayerWiseDistributedOptimizer.__new__(LayerWiseDistributedOptimizer)
+    deal.dp_cp, deal.expt_dp = Group(world), Group(world)
+    deal._shard_params_ping_pong([Optimizer(g) for g in by_optimizer.values()], world, world)
+    per_rank = [sum(state[id(t)] + 4 * t.numel() for t in ts) for ts in deal.dp_cp_params_list]
+    return ours, max(per_rank)
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -212,8 +318,14 @@ def main():
             failed += ours != theirs
             print(f"--optimizer-offload-fraction {fraction}: paramlayout {ours} B on the GPU, "
                   f"Megatron-LM {theirs} B (params per group {group_sizes}): {verdict}")
+        for world, extra in DEALS:
+            ours, theirs = dealt_bytes(binary, world, extra)
+            verdict = "agree" if ours == theirs else "DIFFER"
+            failed += ours != theirs
+            print(f"--no-use-layer-wise-param-layout at world {world} {' '.join(extra)}: "
+                  f"paramlayout {ours} B, Megatron-LM {theirs} B: {verdict}")
         dist.destroy_process_group()
-    total = len(CASES) + len(FRACTIONS)
+    total = len(CASES) + len(FRACTIONS) + len(DEALS)
     print(f"optimizer-state judge: {total - failed}/{total} agree")
     return 1 if failed else 0  # noqa
 

@@ -360,4 +360,25 @@ TEST_SUITE("job-optimizer-state") {
         small_model() + moe + Args{"--no-use-layer-wise-param-layout"}, 4, nullptr));
     CHECK(plan_job(legacy));
   }
+
+  TEST_CASE("without the layer-wise param layout, whole params are dealt out to the ranks") {
+    // layer_wise_optimizer.py:713-760: every param whole on one rank; the judge
+    // (tests/megatron/optimizer_state_judge.py) checks which, with Megatron-LM's own code.
+    const Args legacy = {"--bf16", "--use-distributed-optimizer", "--optimizer", "muon",
+                         "--no-use-layer-wise-param-layout"};
+    const JobPlan one = planned(legacy, 1);
+    std::int64_t all = 0;
+    for (const Param &p : one.chunks[0].manifest.params) {
+      all += (emerging_matrix(p) ? 8 : 12) * p.numel;  // Muon's or Adam's, float32 main params
+    }
+    CHECK(one.chunks[0].stats.bytes_per_rank.optimizer == all);
+    std::int64_t previous = all;
+    for (const std::int64_t world : {2, 3, 8}) {
+      CAPTURE(world);
+      const std::int64_t heaviest = planned(legacy, world).chunks[0].stats.bytes_per_rank.optimizer;
+      CHECK(heaviest * world >= all);
+      CHECK(heaviest < previous);
+      previous = heaviest;
+    }
+  }
 }

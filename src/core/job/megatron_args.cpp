@@ -240,11 +240,18 @@ void read_optimizer(ArgMap& a, JobSpec& job) {
 
   read_optimizer_state(a, job, optimizer, distributed);
   if (emerging && distributed && !layerwise_layout) {
+    // They decide the param groups, whose order decides how params are dealt out.
+    job.optimizer.decoupled_lr = a.string("--decoupled-lr").has_value();
+    job.optimizer.wd_on_qk_layernorm = a.flag("--apply-wd-to-qk-layernorm");
+    if (a.flag("--use-mup")) {
+      a.fail("--no-use-layer-wise-param-layout",
+             "with --use-mup, whose param groups decide how the layer-wise optimizer deals "
+             "params out to the ranks and which paramlayout does not model");
+    }
     job.notes.emplace_back(
         "without the layer-wise param layout, Megatron-LM's layer-wise optimizer deals whole "
-        "params out to the data-parallel ranks by size (layer_wise_optimizer.py:713-760), "
-        "which paramlayout does not model: the figures count every param's optimizer state "
-        "on each rank, an upper bound");
+        "params out to the data-parallel ranks by size (layer_wise_optimizer.py:713-760): "
+        "the figures count its heaviest rank's optimizer state");
   }
 
   const bool accumulate_fp32 = a.flag("--accumulate-allreduce-grads-in-fp32");

