@@ -216,6 +216,8 @@ class Wording(unittest.TestCase):
                       "keep on the GPU 12 bytes per element", out)
         everything = self.summary(2, *offload)
         self.assertIn("none on the GPU", everything)
+        self.assertIn("moves no param to the host: on the GPU 12 bytes per element",
+                      self.summary(2, *offload, "--optimizer-offload-fraction", "0"))
         # Less offloaded, more optimizer bytes on the GPU.
         with tempfile.TemporaryDirectory() as tmp:
             figures = []

@@ -195,16 +195,11 @@ void read_optimizer_state(ArgMap& a, JobSpec& job, const std::string& optimizer,
              "below 1 with --use-mup, whose param groups decide which params keep their state "
              "on the GPU and which paramlayout does not model");
     }
-    job.notes.emplace_back(
-        o.offload_fraction < 1
-            ? fmt::format("HybridDeviceOptimizer moves the first {}% of each rank's optimizer "
-                          "params, in its groups' order, to pinned host memory (float32 "
-                          "params, grads and Adam moments, 16 bytes per element); the "
-                          "figures count what the rest keep on the GPU",
-                          o.offload_fraction * 100)
-            : std::string("the optimizer state lives in pinned host memory "
-                          "(--optimizer-cpu-offload): float32 params, grads and moments on "
-                          "the CPU; the figures count none of it on the GPU"));
+    if (o.offload_fraction >= 1) {
+      job.notes.emplace_back("the optimizer state lives in pinned host memory "
+                             "(--optimizer-cpu-offload): float32 params, grads and moments on "
+                             "the CPU; the figures count none of it on the GPU");
+    }  // else the optimizer state's line says what stays on the GPU
   } else {
     a.has("--optimizer-offload-fraction");
   }

@@ -219,22 +219,25 @@ std::string describe_per_element(const OptimizerOptions &o, ParamOptimizer optim
 std::string describe_optimizer_state(const OptimizerOptions &o, DType param_dtype,
                                      DType grad_dtype) {
   if (o.cpu_offload) {
-    if (o.offload_fraction < 1) {
-      const OptimizerStateBytes kept = offload_kept_bytes(param_dtype, grad_dtype);
-      return fmt::format(
-          "HybridDeviceOptimizer (--optimizer-offload-fraction "
-          "{}): each rank's first {}% of "
-          "its params, in the optimizer groups' order, keep "
-          "float32 params, grads and moments "
-          "in pinned host memory; the rest keep on the GPU {} "
-          "bytes per element (float32 main "
-          "params, two float32 moments{})",
-          o.offload_fraction, o.offload_fraction * 100, kept.total(),
-          kept.grad_copy ? ", float32 copies of the grads" : "");
+    if (o.offload_fraction >= 1) {
+      return "optimizer state in pinned host memory (--optimizer-cpu-offload): float32 params, "
+             "grads and moments on the CPU, none on the GPU";
     }
-    return "optimizer state in pinned host memory (--optimizer-cpu-offload): "
-           "float32 params, "
-           "grads and moments on the CPU, none on the GPU";
+    const OptimizerStateBytes kept = offload_kept_bytes(param_dtype, grad_dtype);
+    const std::string on_gpu =
+        fmt::format("{} bytes per element (float32 main params, two float32 moments{})",
+                    kept.total(), kept.grad_copy ? ", float32 copies of the grads" : "");
+    if (o.offload_fraction <= 0) {
+      return fmt::format(
+          "HybridDeviceOptimizer (--optimizer-offload-fraction {}) moves no param to the host: "
+          "on the GPU {}",
+          o.offload_fraction, on_gpu);
+    }
+    return fmt::format(
+        "HybridDeviceOptimizer (--optimizer-offload-fraction {}): each rank's first {}% of its "
+        "params, in the optimizer groups' order, keep float32 params, grads and moments in "
+        "pinned host memory; the rest keep on the GPU {}",
+        o.offload_fraction, o.offload_fraction * 100, on_gpu);
   }
   const StateHolder holder = o.distributed ? StateHolder::distributed : StateHolder::whole_params;
   if (o.name == "adam" || o.name == "sgd") {
