@@ -54,15 +54,12 @@ Result<std::int64_t> buffer_state(const JobSpec& job, const ChunkPlacement& at,
     const ParamOptimizer optimizer = param_optimizer(o, vector);  // the scalar optimizer's
     for (const Param* p : ps) {
       if (const ParamOptimizer mine = param_optimizer(o, *p); mine != optimizer) {
-        return Error{
-            fmt::format("stage {} chunk {}: {} goes to {} but lies in a buffer "
-                        "the distributed optimizer "
-                        "shards (it is marked use_muon=False): Megatron-LM's "
-                        "distributed optimizer finds "
-                        "it in none of its param groups "
-                        "(distrib_optimizer.py:334), the layer-wise one in "
-                        "none of its layouts (layer_wise_optimizer.py:694-699)",
-                        at.stage, at.chunk, p->name, to_string(mine))};
+        return Error{fmt::format(
+            "stage {} chunk {}: {} goes to {} but lies in a buffer the distributed optimizer "
+            "shards (it is marked use_muon=False): Megatron-LM's distributed optimizer finds it "
+            "in none of its param groups (distrib_optimizer.py:334), the layer-wise one in none "
+            "of its layouts (layer_wise_optimizer.py:694-699)",
+            at.stage, at.chunk, p->name, to_string(mine))};
       }
     }
     const std::int64_t owned = b.numel / b.num_shards.value_or(1);
