@@ -49,6 +49,14 @@ pins=(
   numpy packaging einops pyyaml regex tqdm rich omegaconf pillow safetensors sentencepiece
   flash-linear-attention==0.5.1
 )
+# Installed on top of a prepared environment (their own marker, so adding one does not rebuild
+# the rest): emerging_optimizers 0.3.0, the version Megatron-LM's pyproject.toml pins (git tag
+# v0.3.0, the same release as on PyPI), whose Muon, Lion, SOAP and adaptive Muon Megatron-LM
+# builds; absl-py, which it imports.
+addon_pins=(
+  emerging-optimizers==0.3.0
+  absl-py
+)
 # Built from their source distributions against the torch above, without CUDA.
 source_pins=(
   mamba-ssm==2.3.2.post1
@@ -109,6 +117,13 @@ if [ ! -f "$ready" ]; then
     fail "the environment in $env_dir does not import Megatron-LM"
   touch "$ready"
   say "ready"
+fi
+
+addon_key=$(printf '%s\n' "${addon_pins[@]}" | sha256sum | cut -c1-16)
+if [ ! -f "$env_dir/.addons-$addon_key" ]; then
+  "$env_dir/bin/python" -m pip --disable-pip-version-check install -q --no-deps \
+    "${addon_pins[@]}" >&2 || fail "pip install ${addon_pins[*]} failed"
+  touch "$env_dir/.addons-$addon_key"
 fi
 
 echo "$env_dir/bin/python"

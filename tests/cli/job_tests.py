@@ -171,12 +171,66 @@ class Wording(unittest.TestCase):
         self.assertIn("no data-parallel traffic", out)
         self.assertNotIn("reduce-scatters", out)
 
-    def test_fp16_without_distributed_optimizer_counts_float32_grad_copies(self):
-        # optimizer.py:1097: main_grad.float() copies each float16 grad: 4 + 8 + 4 bytes.
+    def test_fp16_counts_float32_grad_copies(self):
+        # optimizer.py:1097: main_grad.float() copies each float16 grad: 4 + 8 + 4 bytes; the
+        # distributed optimizer copies its shard of it (distrib_optimizer.py:2792,
+        # shard_model_grad.float()), the precision-aware one does not (:2790, decoupled_grad).
         out = self.summary(2, "--fp16")
         self.assertIn("float32 copies of the grads: 16 bytes per element", out)
-        self.assertIn("12 bytes per element", self.summary(2, "--fp16",
-                                                           "--use-distributed-optimizer"))
+        self.assertIn("float32 copies of the grads: 16 bytes per element",
+                      self.summary(2, "--fp16", "--use-distributed-optimizer"))
+        self.assertIn("12 bytes per element",
+                      self.summary(2, "--fp16", "--use-distributed-optimizer",
+                                   "--accumulate-allreduce-grads-in-fp32"))
+
+
+    def test_emerging_optimizers_say_which_params_they_take(self):
+        # emerging_optimizers.py:140-147: Adam for embeddings, output layer, params not 2-D
+        # (under Muon, --muon-scalar-optimizer); soap.py:151-158 SOAP's per-matrix factors.
+        dist = ("--bf16", "--use-distributed-optimizer")
+        out = self.summary(2, *dist, "--optimizer", "soap")
+        self.assertIn("SOAP for matrices: float32 main params + two float32 moments: 12 bytes "
+                      "per element + float32 preconditioners of 2 x (rows^2 + cols^2) per "
+                      "matrix; Adam for the rest (embeddings, output layer, params not 2-D): "
+                      "float32 main params + two float32 moments: 12 bytes per element", out)
+        out = self.summary(2, *dist, "--optimizer", "muon", "--muon-scalar-optimizer", "lion")
+        self.assertIn("Muon for matrices: float32 main params + a float32 momentum: 8 bytes per "
+                      "element; Lion for the rest (embeddings, output layer, params not 2-D or "
+                      "marked use_muon=False): float32 main params + a float32 momentum: 8 "
+                      "bytes per element", out)
+        self.assertIn("adaptive Muon for matrices: float32 main params + a float32 momentum "
+                      "and second moment: 12 bytes per element",
+                      self.summary(2, *dist, "--optimizer", "adaptive_muon"))
+        self.assertIn("Lion for matrices", self.summary(2, *dist, "--optimizer", "lion"))
+        # layer_wise_optimizer.py:713-760: the legacy path deals whole params out by size.
+        out = self.summary(2, *dist, "--optimizer", "muon", "--no-use-layer-wise-param-layout")
+        self.assertIn("deals whole params out to the data-parallel ranks by size", out)
+        self.assertNotIn("deals whole", self.summary(2, *dist, "--optimizer", "muon"))
+
+    def test_offload_fraction_says_what_stays_on_the_gpu(self):
+        offload = ("--bf16", "--use-distributed-optimizer", "--use-precision-aware-optimizer",
+                   "--optimizer-cpu-offload")
+        out = self.summary(2, *offload, "--optimizer-offload-fraction", "0.25")
+        self.assertIn("each rank's first 25% of its params, in the optimizer groups' order, "
+                      "keep float32 params, grads and moments in pinned host memory; the rest "
+                      "keep on the GPU 12 bytes per element", out)
+        everything = self.summary(2, *offload)
+        self.assertIn("none on the GPU", everything)
+        self.assertIn("moves no param to the host: on the GPU 12 bytes per element",
+                      self.summary(2, *offload, "--optimizer-offload-fraction", "0"))
+        # Less offloaded, more optimizer bytes on the GPU.
+        with tempfile.TemporaryDirectory() as tmp:
+            figures = []
+            for fraction in ("1", "0.75", "0.25", "0"):
+                out = Path(tmp, fraction)
+                result = run("job", "--world-size", "2", "-q", "-o", out, "--", *SMALL,
+                             *offload, "--optimizer-offload-fraction", fraction)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                record = json.loads(Path(out, "job.json").read_text())
+                figures.append(sum(c["bytes_per_rank"]["optimizer"] for c in record["chunks"]))
+            self.assertEqual(figures[0], 0)
+            self.assertLess(figures[1], figures[2])
+            self.assertLess(figures[2], figures[3])
 
 
 class PlanWarnings(unittest.TestCase):

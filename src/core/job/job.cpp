@@ -6,6 +6,7 @@
 
 #include <limits>
 
+#include "job/optimizer_charge.hpp"
 #include "paramlayout/model_chunk.hpp"
 #include "paramlayout/plan_chunk.hpp"
 
@@ -14,26 +15,6 @@ namespace {
 
 std::string chunk_name(const JobSpec& job, const ChunkPlacement& p) {
   return fmt::format("{}-stage{}-chunk{}", job.model_name, p.stage, p.chunk);
-}
-
-/// Charges each buffer's optimizer state at what `optimizer` allocates per owned element
-/// (the whole buffer without sharding, its shard with it); false when a figure does not fit.
-bool charge_optimizer_state(const Layout& layout, const OptimizerOptions& optimizer,
-                            LayoutStats& stats) {
-  BytesPerRank total;
-  for (std::size_t i = 0; i < layout.buffers.size(); ++i) {
-    const BufferLayout& b = layout.buffers[i];
-    const OptimizerStateBytes per_element = optimizer_state_bytes(
-        optimizer, b.key.param_dtype, b.key.grad_dtype, b.key.layerwise);
-    const std::optional<std::int64_t> bytes =
-        checked_mul(optimizer_elements_per_rank(b), per_element.total());
-    if (!bytes) return false;
-    BytesPerRank& buffer = stats.buffers[i].bytes_per_rank;
-    buffer.optimizer = *bytes;
-    if (!total.add(buffer)) return false;
-  }
-  stats.bytes_per_rank = total;
-  return true;
 }
 
 }  // namespace
@@ -94,9 +75,10 @@ Result<JobPlan> plan_job(const JobSpec& job) {
     c.placement = placement;
     c.param_elements = chunk.numel();
     if (c.param_elements == std::numeric_limits<std::int64_t>::max()) {
-      return Error{fmt::format("stage {} chunk {}: its elements add up to more than 2^63: too "
-                               "large",
-                               placement.stage, placement.chunk)};
+      return Error{
+          fmt::format("stage {} chunk {}: its elements add up to more than 2^63: too "
+                      "large",
+                      placement.stage, placement.chunk)};
     }
     c.manifest = chunk_manifest(chunk, chunk_name(job, placement), job.param_dtype, &parallel);
     c.manifest.source = chunk_file_stem(placement) + ".manifest.json";
@@ -110,11 +92,8 @@ Result<JobPlan> plan_job(const JobSpec& job) {
     c.layout = std::move(planned->layout);
     c.layout_stats = planned->stats;
     c.stats = std::move(planned->stats);
-    if (!charge_optimizer_state(c.layout, job.optimizer, c.stats)) {
-      return Error{fmt::format("stage {} chunk {}: its optimizer state per rank is too large",
-                               c.placement.stage, c.placement.chunk)};
-    }
   }
+  if (Result<void> charged = charge_optimizer_state(job, out); !charged) return charged.error();
   std::vector<BytesPerRank> stages;
   for (std::int64_t stage = 0; stage < job.parallel.pp; ++stage) {
     const std::optional<BytesPerRank> memory = stage_memory(out, stage);

@@ -182,18 +182,31 @@ void read_optimizer_state(ArgMap& a, JobSpec& job, const std::string& optimizer,
       a.fail("--optimizer-cpu-offload", "must be used with --use-precision-aware-optimizer "
                                         "(arguments.py:1884)");
     }
-    if (std::optional<std::string> f = a.string("--optimizer-offload-fraction");
-        f && std::strtod(f->c_str(), nullptr) != 1.0) {
-      a.fail("--optimizer-offload-fraction",
-             "a fraction other than 1 leaves the first params' state on the GPU by the "
-             "optimizer groups' order, which paramlayout does not model");
+    if (std::optional<std::string> f = a.string("--optimizer-offload-fraction")) {
+      o.offload_fraction = std::strtod(f->c_str(), nullptr);
     }
-    job.notes.emplace_back("the optimizer state lives in pinned host memory "
-                           "(--optimizer-cpu-offload): float32 params, grads and moments on "
-                           "the CPU; the figures count none of it on the GPU");
+    if (o.offload_fraction < 1) {
+      // They decide the param groups, whose order decides what stays on the GPU.
+      o.decoupled_lr = a.string("--decoupled-lr").has_value();
+      o.wd_on_qk_layernorm = a.flag("--apply-wd-to-qk-layernorm");
+    }
+    if (o.offload_fraction < 1 && a.flag("--use-mup")) {
+      a.fail("--optimizer-offload-fraction",
+             "below 1 with --use-mup, whose param groups decide which params keep their state "
+             "on the GPU and which paramlayout does not model");
+    }
+    if (o.offload_fraction >= 1) {
+      job.notes.emplace_back("the optimizer state lives in pinned host memory "
+                             "(--optimizer-cpu-offload): float32 params, grads and moments on "
+                             "the CPU; the figures count none of it on the GPU");
+    }  // else the optimizer state's line says what stays on the GPU
   } else {
     a.has("--optimizer-offload-fraction");
   }
+  if (optimizer == "muon" || optimizer == "dist_muon" || optimizer == "adaptive_muon") {
+    o.scalar_optimizer = a.string("--muon-scalar-optimizer").value_or("adam");
+  }
+  if (optimizer == "dist_muon") o.name = "muon";  // arguments.py:1727-1733
 }
 
 /// The optimizer decides the layout: the distributed optimizer shards buffers
@@ -221,6 +234,20 @@ void read_optimizer(ArgMap& a, JobSpec& job) {
                                                 : Strategy::sequential_dp;
 
   read_optimizer_state(a, job, optimizer, distributed);
+  if (emerging && distributed && !layerwise_layout) {
+    // They decide the param groups, whose order decides how params are dealt out.
+    job.optimizer.decoupled_lr = a.string("--decoupled-lr").has_value();
+    job.optimizer.wd_on_qk_layernorm = a.flag("--apply-wd-to-qk-layernorm");
+    if (a.flag("--use-mup")) {
+      a.fail("--no-use-layer-wise-param-layout",
+             "with --use-mup, whose param groups decide how the layer-wise optimizer deals "
+             "params out to the ranks and which paramlayout does not model");
+    }
+    job.notes.emplace_back(
+        "without the layer-wise param layout, Megatron-LM's layer-wise optimizer deals whole "
+        "params out to the data-parallel ranks by size (layer_wise_optimizer.py:713-760): "
+        "the figures count its heaviest rank's optimizer state");
+  }
 
   const bool accumulate_fp32 = a.flag("--accumulate-allreduce-grads-in-fp32");
   const bool reduce_bf16 = a.flag("--grad-reduce-in-bf16");
