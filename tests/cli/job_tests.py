@@ -208,11 +208,11 @@ class QuantizedParams(unittest.TestCase):
             gathered = traffic[layout["buffers"].index(buffer)]["all_gather_bytes"]
             self.assertEqual(gathered, 2 * buffer["numel"])
             manifest = out / "stage0.chunk0.manifest.json"
-            checked = run("check", path, manifest, "--replan")
+            checked = run("check", path, "--manifest", manifest, "--replan")
             self.assertEqual(checked.returncode, 0, checked.stdout + checked.stderr)
             buffer["param_buffer"]["in_grad_buffer"] = False
             path.write_text(json.dumps(layout))
-            checked = run("check", path, manifest)
+            checked = run("check", path, "--manifest", manifest)
             self.assertEqual(checked.returncode, 1, checked.stdout + checked.stderr)
             self.assertIn("param_buffer", checked.stdout + checked.stderr)
 

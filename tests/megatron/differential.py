@@ -77,26 +77,29 @@ def random_case(rng):
     return manifest, options
 
 
-def megatron_results(functions, manifest, options):
+def megatron_buffers(functions, manifest, options):
+    """Each buffer's key, params and layout by Megatron-LM's functions."""
     sequential_dp, layerwise = functions
     config = types.SimpleNamespace(pad_buckets_for_high_nccl_busbw=options["pad"])
-    return [(layerwise if is_layerwise else sequential_dp)(
-                params, options["bucket_size"], options["expert_dp" if expert else "dp"], config)
-            for is_layerwise, expert, params in megatron_functions.buffers(
-                manifest, options["strategy"], options.get("fp32_grads", False))]
+    return [(key, params, (layerwise if key[3] else sequential_dp)(
+                params, options["bucket_size"], options["expert_dp" if key[2] else "dp"], config))
+            for key, params in megatron_functions.buffers(
+                manifest, options["strategy"], options.get("fp32_grads", False), with_key=True)]
 
 
-def param_buffers_differ(param_buffer, manifest, options, results, layout):
+def megatron_results(functions, manifest, options):
+    return [result for _, _, result in megatron_buffers(functions, manifest, options)]
+
+
+def param_buffers_differ(param_buffer, options, buffers, layout):
     """Where DDP keeps each buffer's params, by Megatron-LM's own allocation and packed-layout
     code (megatron_functions.load_param_buffer), against the layout's param_buffer members and
     its stats: the bytes per rank of params and grads, each buffer's all-gather bytes, and
     nvfp4's packed buckets and offsets. A message where they differ, else None."""
-    if not results or not all(r.bucket_indices for r in results):
-        return None  # DDP allocates no buffer without params
-    groups = megatron_functions.buffers(manifest, options["strategy"],
-                                        options.get("fp32_grads", False), with_key=True)
+    if not buffers:
+        return None
     params_bytes = grads_bytes = 0
-    for i, ((key, params), result) in enumerate(zip(groups, results)):
+    for i, (key, params, result) in enumerate(buffers):
         dp = options["expert_dp" if key[2] else "dp"]
         theirs = param_buffer(params, dp, options["pad"], result, key[1], key[0])
         if theirs is None:
@@ -122,13 +125,10 @@ def param_buffers_differ(param_buffer, manifest, options, results, layout):
     return None
 
 
-def megatron_refuses(param_buffer, manifest, options, results):
-    groups = megatron_functions.buffers(manifest, options["strategy"],
-                                        options.get("fp32_grads", False), with_key=True)
-    return any(result.bucket_indices and
-               param_buffer(params, options["expert_dp" if key[2] else "dp"], options["pad"],
+def megatron_refuses(param_buffer, options, buffers):
+    return any(param_buffer(params, options["expert_dp" if key[2] else "dp"], options["pad"],
                             result, key[1], key[0]) is None
-               for (key, params), result in zip(groups, results))
+               for key, params, result in buffers)
 
 
 def plan_command(binary, manifest_path, layout_path, options, packer="megatron"):
@@ -169,15 +169,15 @@ def main():
             manifest_path.write_text(json.dumps(manifest))
             planned = subprocess.run(plan_command(args.binary, manifest_path, layout_path,
                                                   options), stderr=subprocess.PIPE, text=True)
-            results = megatron_results(functions, manifest, options)
+            buffers = megatron_buffers(functions, manifest, options)
             if planned.returncode != 0:
                 refused += 1
-                problem = (None if megatron_refuses(param_buffer, manifest, options, results)
+                problem = (None if megatron_refuses(param_buffer, options, buffers)
                            else "paramlayout refuses, Megatron-LM does not: " + planned.stderr)
-            elif not megatron_functions.same_layout(results, layout_path):
+            elif not megatron_functions.same_layout([r for _, _, r in buffers], layout_path):
                 problem = "LAYOUT DIFFERS from Megatron-LM's"
             else:
-                problem = param_buffers_differ(param_buffer, manifest, options, results,
+                problem = param_buffers_differ(param_buffer, options, buffers,
                                                json.loads(layout_path.read_text()))
             if problem:
                 wrong += 1
