@@ -3,11 +3,18 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 #include "paramlayout/plan.hpp"
 
 namespace paramlayout {
+namespace {
+
+/// Offsets are computed 128 bits wide: a hand-edited layout's params may add up past 64.
+__extension__ typedef __int128 Wide;
+
+}  // namespace
 
 Result<ParamBufferLayout> quantized_param_buffer(const BufferLayout& buffer,
                                                  const Manifest& manifest,
@@ -49,19 +56,25 @@ Result<ParamBufferLayout> quantized_param_buffer(const BufferLayout& buffer,
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return manifest_position(a) > manifest_position(b);
   });
-  const std::int64_t divisor =
+  const Wide divisor =
       bucket_divisor(buffer.num_shards.value_or(1), options.pad_for_high_nccl_busbw);
-  const auto pad_start = [&](std::int64_t v) { return distributed ? align_param_start(v) : v; };
-  const auto pad_end = [&](std::int64_t v) { return distributed ? pad_to(v, divisor) : v; };
+  const auto pad_start = [&](Wide v) { return distributed ? align_param_start(v) : v; };
+  const auto pad_end = [&](Wide v) { return distributed ? pad_to(v, divisor) : v; };
+  constexpr Wide kMax = std::numeric_limits<std::int64_t>::max();
+  Wide largest = 0;
+  const auto narrow = [&](Wide v) {
+    largest = std::max(largest, v);
+    return static_cast<std::int64_t>(std::min(v, kMax));
+  };
 
   out.packed = true;
   out.params.resize(buffer.params.size());
-  std::int64_t start = 0;
-  std::int64_t bucket_start = 0;
+  Wide start = 0;
+  Wide bucket_start = 0;
   std::int64_t bucket = 0;
   for (const std::size_t k : order) {
     const ParamSlot& slot = buffer.params[k];
-    std::int64_t numel = slot.numel();
+    Wide numel = slot.numel();
     if (storage_of(slot) == Storage::nvfp4) {
       const Param& p = manifest.params[position.at(slot.name)];
       // param_and_grad_buffer.py:1497-1499 and fp4_utils.py:74 (the packed rowwise shape).
@@ -75,20 +88,25 @@ Result<ParamBufferLayout> quantized_param_buffer(const BufferLayout& buffer,
     }
     start = pad_start(start);
     if (slot.bucket != bucket) {
-      const std::int64_t end = pad_end(start);
-      out.buckets.push_back({bucket_start, end, start - bucket_start});
+      const Wide end = pad_end(start);
+      out.buckets.push_back({narrow(bucket_start), narrow(end), narrow(start - bucket_start)});
       bucket_start = end;
       start = bucket_start;
       bucket = slot.bucket;
     }
     ParamSlot& packed = out.params[k];
     packed = slot;
-    packed.start = start;
-    packed.end = start + numel;
-    start = packed.end;
+    packed.start = narrow(start);
+    packed.end = narrow(start + numel);
+    start += numel;
   }
   if (start > bucket_start) {
-    out.buckets.push_back({bucket_start, pad_end(start), start - bucket_start});
+    out.buckets.push_back(
+        {narrow(bucket_start), narrow(pad_end(start)), narrow(start - bucket_start)});
+  }
+  if (largest > kMax) {
+    return Error{fmt::format("{}: a {} buffer: its packed nvfp4 offsets do not fit in 64 bits",
+                             manifest.source, describe(buffer.key))};
   }
   // param_and_grad_buffer.py:1518-1521.
   if (out.buckets.size() != buffer.buckets.size()) {
