@@ -104,7 +104,9 @@ void read_fp4_params(ArgMap& a, JobSpec& job, bool first_last_bf16, std::int64_t
       a.string("--fp8-recipe").value_or("delayed") != "delayed";
   job.notes.push_back(fmt::format(
       "nvfp4 params: Transformer Engine linears' weights in the decoder layers are NVFP4 "
-      "tensors, packed two values a byte in uint8 param buffers with offsets of their own{}",
+      "tensors, packed two values a byte in uint8 param buffers with offsets of their own "
+      "(their scales and column-wise copies are Transformer Engine's own storage, not "
+      "counted){}",
       first_last_bf16 ? fmt::format("; the first {} and last {} layers stay bfloat16", start, end)
                       : std::string()));
 }
@@ -212,7 +214,8 @@ void read_quantized_params(ArgMap& a, JobSpec& job) {
       "fp8 params ({} recipe): Transformer Engine linears' weights are quantized tensors, {}{}",
       recipe,
       recipe == "mxfp8" ? "their param buffers bfloat16 views of the grad buffers, all-gathered "
-                          "in bfloat16 (--reuse-grad-buf-for-mxfp8-param-ag)"
+                          "in bfloat16 (--reuse-grad-buf-for-mxfp8-param-ag); the MXFP8 "
+                          "tensors themselves are Transformer Engine's own storage, not counted"
                         : "one byte per element in uint8 param buffers",
       first_last_bf16 ? fmt::format("; the first {} and last {} layers stay bfloat16", start, end)
                       : std::string()));
