@@ -25,6 +25,9 @@ struct QuantizedParams {
   /// --first-last-layers-bf16: this many of the first and last decoder layers stay bf16.
   std::int64_t bf16_first_layers = 0;
   std::int64_t bf16_last_layers = 0;
+  /// Multi-token prediction layers are quantized too (fp8 only: they are built under
+  /// get_fp8_context, multi_token_prediction.py:1927, 1944, so never under fp4).
+  bool mtp_layers = true;
 };
 
 /// What decides a job's layouts, with Megatron-LM's derived values.
@@ -42,7 +45,7 @@ struct JobSpec {
   bool grad_reduce_in_fp32 = false;
   Strategy strategy = Strategy::unpadded;
   OptimizerOptions optimizer;  ///< what decides the optimizer state's bytes per element
-  QuantizedParams quantized;   ///< fp8 param storage
+  QuantizedParams quantized;   ///< fp8 / fp4 param storage
   Packer packer = Packer::megatron;
   bool pad_for_high_nccl_busbw = false;
   /// Bucketing: none without --overlap-grad-reduce; else --ddp-bucket-size, or the rank's

@@ -88,6 +88,23 @@ struct ParamSlot {
   bool operator==(const ParamSlot&) const = default;
 };
 
+/// Where Megatron-LM's DDP keeps a buffer's params when that is not a param buffer of their
+/// own at the grad buffer's offsets (docs/strategies.md, Quantized params in DDP's buffers).
+/// Derived from the layout and the params' storage (plan.hpp, quantized_param_buffer).
+struct ParamBufferLayout {
+  /// An mxfp8 param in the buffer: the param buffer is a bfloat16 view of the grad buffer,
+  /// with no memory of its own; the all-gather moves bfloat16.
+  bool in_grad_buffer = false;
+  /// An nvfp4 param in the buffer: the param buffer has offsets of its own, in bytes, where
+  /// nvfp4 params take half their elements (two values a byte) and the rest their numel.
+  bool packed = false;
+  std::int64_t numel = 0;            ///< packed: the param buffer's size
+  std::vector<BucketRange> buckets;  ///< packed: one per bucket of the buffer, in order
+  std::vector<ParamSlot> params;     ///< packed: one per param, in the order of `params`
+
+  bool operator==(const ParamBufferLayout&) const = default;
+};
+
 /// One buffer's layout; `params` sorted by `start`.
 struct BufferLayout {
   BufferKey key;
@@ -97,6 +114,7 @@ struct BufferLayout {
   std::int64_t numel_unpadded = 0;
   std::vector<BucketRange> buckets;
   std::vector<ParamSlot> params;
+  ParamBufferLayout param_buffer;  ///< default: a param buffer of its own, these offsets
 
   /// Sum of the params' numels; nullopt when it does not fit in 64 bits (never for a buffer
   /// that passes check_structure: its params are disjoint and inside it).

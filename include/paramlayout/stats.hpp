@@ -76,6 +76,16 @@ struct BytesPerRank {
 /// buffer (whole shards: numel is a multiple of the shard count), all of an unpadded one.
 std::int64_t optimizer_elements_per_rank(const BufferLayout& buffer);
 
+/// The bytes of `buffer`'s param buffer on each rank: none where it is a view of the grad
+/// buffer (mxfp8), its packed size where it holds nvfp4 params, else numel x the param
+/// dtype's bytes; nullopt when it does not fit in 64 bits.
+std::optional<std::int64_t> param_buffer_bytes(const BufferLayout& buffer);
+
+/// The bytes of `buffer`'s param buckets, which each rank's all-gathers output per step:
+/// bfloat16 elements where the param buffer is a view of the grad buffer (mxfp8), the packed
+/// buckets' bytes for nvfp4, else numel x the param dtype's bytes.
+std::optional<std::int64_t> param_gather_bytes(const BufferLayout& buffer);
+
 /// What one buffer needs per rank, padding included: nullopt when a figure does not fit in
 /// 64 bits.
 std::optional<BytesPerRank> buffer_bytes_per_rank(const BufferLayout& buffer);

@@ -233,6 +233,59 @@ class Wording(unittest.TestCase):
             self.assertLess(figures[2], figures[3])
 
 
+class QuantizedParams(unittest.TestCase):
+    """mxfp8 and nvfp4 params as Megatron-LM d98e8a64's DDP keeps them
+    (param_and_grad_buffer.py): written to the layouts, held by check."""
+
+    LINE = SMALL + ["--bf16", "--use-distributed-optimizer", "--disable-bias-linear"]
+
+    def job(self, tmp, *args):
+        out = Path(tmp, "job")
+        result = run("job", "--world-size", "2", "-o", out, "--", *self.LINE, *args)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        layout = out / "stage0.chunk0.layout.json"
+        return out, layout, json.loads(layout.read_text())
+
+    @staticmethod
+    def quantized(layout):
+        return next(b for b in layout["buffers"] if b["param_dtype"] == "uint8")
+
+    def test_mxfp8_params_live_in_the_grad_buffer(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, path, layout = self.job(tmp, "--fp8-format", "e4m3", "--fp8-recipe", "mxfp8",
+                                         "--fp8-param-gather",
+                                         "--reuse-grad-buf-for-mxfp8-param-ag")
+            buffer = self.quantized(layout)
+            self.assertEqual(buffer["param_buffer"], {"in_grad_buffer": True})
+            # 1162-1177: no param bytes of its own; its all-gather moves bfloat16.
+            traffic = layout["stats"]["traffic_per_step"]["buffers"]
+            gathered = traffic[layout["buffers"].index(buffer)]["all_gather_bytes"]
+            self.assertEqual(gathered, 2 * buffer["numel"])
+            manifest = out / "stage0.chunk0.manifest.json"
+            checked = run("check", path, "--manifest", manifest, "--replan")
+            self.assertEqual(checked.returncode, 0, checked.stdout + checked.stderr)
+            buffer["param_buffer"]["in_grad_buffer"] = False
+            path.write_text(json.dumps(layout))
+            checked = run("check", path, "--manifest", manifest)
+            self.assertEqual(checked.returncode, 1, checked.stdout + checked.stderr)
+            self.assertIn("param_buffer", checked.stdout + checked.stderr)
+
+    def test_nvfp4_params_are_packed(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, path, layout = self.job(tmp, "--fp4-format", "e2m1", "--fp4-param-gather")
+            packed = self.quantized(layout)["param_buffer"]
+            self.assertFalse(packed["in_grad_buffer"])
+            self.assertEqual(len(packed["params"]), len(self.quantized(layout)["params"]))
+            checked = run("check", out, "--replan")
+            self.assertEqual(checked.returncode, 0, checked.stdout + checked.stderr)
+
+    def test_mxfp8_without_reusing_the_grad_buffer_is_refused(self):
+        result = run("job", "--world-size", "2", "--", *self.LINE, "--fp8-format", "e4m3",
+                     "--fp8-recipe", "mxfp8", "--fp8-param-gather")
+        self.assertEqual(result.returncode, 2, result.stdout)
+        self.assertIn("--reuse-grad-buf-for-mxfp8-param-ag", result.stderr)
+
+
 class PlanWarnings(unittest.TestCase):
     def test_expert_dp_and_grad_dtype(self):
         with tempfile.TemporaryDirectory() as tmp:

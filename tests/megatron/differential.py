@@ -42,6 +42,8 @@ def random_param(rng, i, layerwise_hint):
          "dtype": rng.choice(["bfloat16", "bfloat16", "float32", "float16"])}
     if rng.random() < 0.1:
         p["storage"] = rng.choice(["fp8", "mxfp8", "nvfp4"])
+        if p["storage"] == "nvfp4" and shape and rng.random() < 0.9:
+            shape[-1] += shape[-1] % 2  # two values a byte: mostly even, else refused
     if rng.random() < 0.25:
         p["expert_parallel"] = True
     if len(shape) == 2:
@@ -70,17 +72,63 @@ def random_case(rng):
         bucket_size = max(40_000_000, 1_000_000 * dp)
     manifest = {"schema": "paramlayout.manifest/v1", "model": "differential", "params": params}
     options = {"strategy": strategy, "dp": dp, "expert_dp": expert_dp,
-               "bucket_size": bucket_size, "pad": rng.random() < 0.2}
+               "bucket_size": bucket_size, "pad": rng.random() < 0.2,
+               "fp32_grads": rng.random() < 0.3}
     return manifest, options
 
 
-def megatron_results(functions, manifest, options):
+def megatron_buffers(functions, manifest, options):
+    """Each buffer's key, params and layout by Megatron-LM's functions."""
     sequential_dp, layerwise = functions
     config = types.SimpleNamespace(pad_buckets_for_high_nccl_busbw=options["pad"])
-    return [(layerwise if is_layerwise else sequential_dp)(
-                params, options["bucket_size"], options["expert_dp" if expert else "dp"], config)
-            for is_layerwise, expert, params in megatron_functions.buffers(manifest,
-                                                                        options["strategy"])]
+    return [(key, params, (layerwise if key[3] else sequential_dp)(
+                params, options["bucket_size"], options["expert_dp" if key[2] else "dp"], config))
+            for key, params in megatron_functions.buffers(
+                manifest, options["strategy"], options.get("fp32_grads", False), with_key=True)]
+
+
+def megatron_results(functions, manifest, options):
+    return [result for _, _, result in megatron_buffers(functions, manifest, options)]
+
+
+def param_buffers_differ(param_buffer, options, buffers, layout):
+    """Where DDP keeps each buffer's params, by Megatron-LM's own allocation and packed-layout
+    code (megatron_functions.load_param_buffer), against the layout's param_buffer members and
+    its stats: the bytes per rank of params and grads, each buffer's all-gather bytes, and
+    nvfp4's packed buckets and offsets. A message where they differ, else None."""
+    if not buffers:
+        return None
+    params_bytes = grads_bytes = 0
+    for i, (key, params, result) in enumerate(buffers):
+        dp = options["expert_dp" if key[2] else "dp"]
+        theirs = param_buffer(params, dp, options["pad"], result, key[1], key[0])
+        if theirs is None:
+            return f"buffer {i}: Megatron-LM fails, paramlayout planned it"
+        params_bytes += theirs["params"]
+        grads_bytes += theirs["grads"]
+        ours = layout["buffers"][i]
+        gathered = layout["stats"]["traffic_per_step"]["buffers"][i]["all_gather_bytes"]
+        if gathered != theirs["all_gather"]:
+            return f"buffer {i}: all-gathers {gathered} bytes, Megatron-LM {theirs['all_gather']}"
+        packed = ours.get("param_buffer", {})
+        if "packed_buckets" in theirs:
+            buckets = [(b["start"], b["end"]) for b in packed.get("buckets", [])]
+            offsets = {p["name"]: tuple(r) for p, r in zip(ours["params"], packed.get("params", []))}
+            if buckets != theirs["packed_buckets"] or offsets != theirs["packed_params"]:
+                return f"buffer {i}: packed nvfp4 layout differs"
+        elif "buckets" in packed:
+            return f"buffer {i}: packed, Megatron-LM does not pack it"
+    bytes_per_rank = layout["stats"]["bytes_per_rank"]
+    if (bytes_per_rank["params"], bytes_per_rank["grads"]) != (params_bytes, grads_bytes):
+        return (f"params / grads take {bytes_per_rank['params']} / {bytes_per_rank['grads']} "
+                f"bytes per rank, Megatron-LM allocates {params_bytes} / {grads_bytes}")
+    return None
+
+
+def megatron_refuses(param_buffer, options, buffers):
+    return any(param_buffer(params, options["expert_dp" if key[2] else "dp"], options["pad"],
+                            result, key[1], key[0]) is None
+               for key, params, result in buffers)
 
 
 def plan_command(binary, manifest_path, layout_path, options, packer="megatron"):
@@ -89,7 +137,8 @@ def plan_command(binary, manifest_path, layout_path, options, packer="megatron")
                "--strategy", options["strategy"], "--dp", str(options["dp"]),
                "--expert-dp", str(options["expert_dp"]),
                "--bucket-size", str(options["bucket_size"] or "none"), "--packer", packer]
-    return command + (["--pad-for-high-nccl-busbw"] if options["pad"] else [])
+    return (command + (["--pad-for-high-nccl-busbw"] if options["pad"] else [])
+            + (["--grad-reduce-in-fp32"] if options.get("fp32_grads") else []))
 
 
 def case_arguments(description, *positionals):
@@ -110,22 +159,32 @@ def main():
         print(megatron_checkout.SKIP_MESSAGE)
         return 77
     functions = megatron_functions.load_functions(checkout)
+    param_buffer = megatron_functions.load_param_buffer(checkout)
     rng = random.Random(args.seed)
-    wrong = 0
+    wrong = refused = 0
     with tempfile.TemporaryDirectory() as tmp:
         manifest_path, layout_path = Path(tmp, "manifest.json"), Path(tmp, "layout.json")
         for case in range(args.cases):
             manifest, options = random_case(rng)
             manifest_path.write_text(json.dumps(manifest))
-            subprocess.run(plan_command(args.binary, manifest_path, layout_path, options),
-                           check=True)
-            if not megatron_functions.same_layout(megatron_results(functions, manifest, options),
-                                               layout_path):
+            planned = subprocess.run(plan_command(args.binary, manifest_path, layout_path,
+                                                  options), stderr=subprocess.PIPE, text=True)
+            buffers = megatron_buffers(functions, manifest, options)
+            if planned.returncode != 0:
+                refused += 1
+                problem = (None if megatron_refuses(param_buffer, options, buffers)
+                           else "paramlayout refuses, Megatron-LM does not: " + planned.stderr)
+            elif not megatron_functions.same_layout([r for _, _, r in buffers], layout_path):
+                problem = "LAYOUT DIFFERS from Megatron-LM's"
+            else:
+                problem = param_buffers_differ(param_buffer, options, buffers,
+                                               json.loads(layout_path.read_text()))
+            if problem:
                 wrong += 1
                 kept = Path(f"differential-case-{case}.json")
                 kept.write_text(json.dumps({"options": options, "manifest": manifest}))
-                print(f"case {case}: LAYOUT DIFFERS from Megatron-LM's ({kept})", flush=True)
-    print(f"{args.cases} cases, {wrong} differ (seed {args.seed})")
+                print(f"case {case}: {problem.strip()} ({kept})", flush=True)
+    print(f"{args.cases} cases, {wrong} differ, {refused} refused by both (seed {args.seed})")
     return 1 if wrong else 0
 
 if __name__ == "__main__":

@@ -56,6 +56,30 @@ TEST_SUITE("layout-json") {
     }
   }
 
+  TEST_CASE("a quantized buffer's param_buffer reads back, and a short one is refused") {
+    const Manifest m = expect_ok(parse_manifest(
+        R"({"schema": "paramlayout.manifest/v1", "params": [
+             {"name": "a", "shape": [64, 96], "dtype": "bfloat16", "storage": "nvfp4"},
+             {"name": "b", "shape": [64, 64], "dtype": "bfloat16"},
+             {"name": "c", "shape": [32, 64], "dtype": "float16", "storage": "mxfp8"}]})",
+        "m.json"));
+    PlanOptions o;
+    o.dp = o.expert_dp = 4;
+    const Layout original = expect_ok(plan(m, o));
+    const std::string text = write_layout_json(original);
+    const Layout back = expect_ok(parse_layout(text, "l.json"));
+    REQUIRE(back.buffers.size() == 3);
+    for (std::size_t i = 0; i < back.buffers.size(); ++i) {
+      CHECK(back.buffers[i].param_buffer == original.buffers[i].param_buffer);
+    }
+    CHECK(back.buffers[0].param_buffer.packed);
+    CHECK(back.buffers[2].param_buffer.in_grad_buffer);
+    nlohmann::json j = nlohmann::json::parse(text);
+    j["buffers"][0]["param_buffer"]["params"] = nlohmann::json::array();
+    CHECK(error_of(j.dump()).find("expected 1 [start, end] pairs, one per param, got 0") !=
+          std::string::npos);
+  }
+
   TEST_CASE("names are escaped so any string survives") {
     Layout l;
     l.generator = "g";

@@ -94,6 +94,15 @@ TEST_SUITE("schema") {
         CHECK(layout_schema().valid(json::parse(write_layout_json(expect_ok(plan(m, o))))));
       }
     }
+    // A quantized buffer's param_buffer, packed (nvfp4) and in the grad buffer (mxfp8).
+    const Manifest quantized = expect_ok(parse_manifest(
+        R"({"schema": "paramlayout.manifest/v1", "params": [
+             {"name": "a", "shape": [64, 96], "dtype": "bfloat16", "storage": "nvfp4"},
+             {"name": "c", "shape": [32, 64], "dtype": "float16", "storage": "mxfp8"}]})",
+        "q"));
+    const json written = json::parse(write_layout_json(expect_ok(plan(quantized, PlanOptions{}))));
+    CHECK(written["buffers"][0].contains("param_buffer"));
+    CHECK(layout_schema().valid(written));
   }
 
   TEST_CASE("job.json as job writes it is schema-valid; the reader and the schema refuse the "

@@ -31,6 +31,7 @@ std::int64_t layerwise_floor_bytes(const Layout& layout, const LayoutStats& stat
     b.key = layout.buffers[i].key;
     b.strategy = layout.buffers[i].strategy;
     b.num_shards = layout.buffers[i].num_shards;
+    b.param_buffer.in_grad_buffer = layout.buffers[i].param_buffer.in_grad_buffer;
     const BufferStats& s = stats.buffers[i];
     b.numel = b.key.layerwise ? s.floor : s.param_elements;
     const std::optional<BytesPerRank> bytes = buffer_bytes_per_rank(b);

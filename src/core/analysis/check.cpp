@@ -52,6 +52,7 @@ class Checker {
     for (std::size_t i = 0; i < layout_.buffers.size(); ++i) check_buffer(i);
     check_names();
     check_buffer_keys();
+    for (std::size_t i = 0; i < layout_.buffers.size(); ++i) check_param_buffer(i);
     return std::move(violations_);
   }
 
@@ -346,6 +347,52 @@ class Checker {
                                  p.index, group.indices[n]));
         }
       }
+    }
+  }
+
+  static std::string describe_param_buffer(const ParamBufferLayout& p) {
+    if (!p.in_grad_buffer && !p.packed) return "a param buffer of its own at these offsets";
+    std::string text = p.in_grad_buffer ? "in the grad buffer" : "";
+    if (p.packed) {
+      text += fmt::format("{}packed into {} bytes in {} buckets", text.empty() ? "" : ", ",
+                          p.numel, p.buckets.size());
+    }
+    return text;
+  }
+
+  // The param buffer: packed buckets one per bucket, contiguous from 0, ending at its numel;
+  // with the manifest, where Megatron-LM's DDP keeps the params (plan.hpp,
+  // quantized_param_buffer).
+  void check_param_buffer(std::size_t i) {
+    const BufferLayout& b = layout_.buffers[i];
+    const ParamBufferLayout& p = b.param_buffer;
+    if (p.packed) {
+      bool contiguous = p.buckets.size() == b.buckets.size();
+      std::int64_t end = 0;
+      for (const BucketRange& bucket : p.buckets) {
+        contiguous = contiguous && bucket.start == end && bucket.end >= bucket.start;
+        end = bucket.end;
+      }
+      if (!contiguous || p.numel != end) {
+        add(at(i), fmt::format("param_buffer: its {} packed buckets must be contiguous from 0, "
+                               "one per bucket ({}), and end at its numel {}",
+                               p.buckets.size(), b.buckets.size(), p.numel));
+        return;
+      }
+    }
+    if (manifest_ == nullptr) return;
+    ParamBufferLayout want;
+    if (b.key.param_dtype == DType::uint8) {
+      Result<ParamBufferLayout> derived = quantized_param_buffer(b, *manifest_, layout_.options);
+      if (!derived) {
+        add(at(i), derived.error().message);
+        return;
+      }
+      want = std::move(*derived);
+    }
+    if (!(p == want)) {
+      add(at(i), fmt::format("param_buffer: {}, but Megatron-LM's DDP keeps these params {}",
+                             describe_param_buffer(p), describe_param_buffer(want)));
     }
   }
 

@@ -46,6 +46,9 @@ std::vector<Violation> compare_with_replan(const Layout& layout, const Manifest&
                        fmt::format("is {}, a fresh plan gives {}", text(have), text(fresh_bucket))});
       }
     }
+    if (!(b.param_buffer == want->param_buffer)) {
+      out.push_back({where, "its param_buffer differs from a fresh plan's"});
+    }
     std::unordered_map<std::string_view, const ParamSlot*> fresh_slots;
     for (const ParamSlot& p : want->params) fresh_slots.emplace(p.name, &p);
     for (const ParamSlot& p : b.params) {

@@ -8,6 +8,7 @@
 
 #include "format/json_writer.hpp"
 #include "paramlayout/check.hpp"
+#include "paramlayout/stats.hpp"
 #include "paramlayout/text.hpp"
 
 namespace paramlayout {
@@ -141,13 +142,13 @@ Error too_large(const Layout& l, std::string_view what) {
 Result<RankBytes> rank_bytes(const Layout& l) {
   RankBytes r;
   for (const BufferLayout& b : l.buffers) {
-    const auto add = [&](std::int64_t& total, DType dtype) {
-      const std::optional<std::int64_t> bytes = checked_mul(b.numel, dtype_bytes(dtype));
+    const auto add = [&](std::int64_t& total, std::optional<std::int64_t> bytes) {
       const std::optional<std::int64_t> sum = bytes ? checked_add(total, *bytes) : std::nullopt;
       if (sum) total = *sum;
       return sum.has_value();
     };
-    if (!add(r.params, b.key.param_dtype) || !add(r.grads, b.key.grad_dtype)) {
+    if (!add(r.params, param_buffer_bytes(b)) ||
+        !add(r.grads, checked_mul(b.numel, dtype_bytes(b.key.grad_dtype)))) {
       return too_large(l, "the bytes per rank of its buffers add up to");
     }
   }

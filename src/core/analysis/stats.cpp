@@ -58,7 +58,9 @@ std::optional<BufferTraffic> buffer_traffic(const BufferLayout& b, const PlanOpt
     t.largest_bucket = std::max(t.largest_bucket, size);
   }
   const Wide grad = Wide{b.numel} * dtype_bytes(b.key.grad_dtype);
-  const Wide param = Wide{b.numel} * dtype_bytes(b.key.param_dtype);
+  const std::optional<std::int64_t> gathered = param_gather_bytes(b);
+  if (!gathered) return std::nullopt;
+  const Wide param = *gathered;
   // Each collective sends (ranks - 1) / ranks of its bytes per rank, an all-reduce twice
   // that; padding is the same share of every bucket's bytes as of the buffer's.
   const Wide moved = sharded ? grad + param : 2 * grad;
@@ -111,9 +113,23 @@ std::int64_t optimizer_elements_per_rank(const BufferLayout& b) {
   return b.strategy == Strategy::unpadded ? b.numel : b.numel / b.num_shards.value_or(1);
 }
 
+std::optional<std::int64_t> param_buffer_bytes(const BufferLayout& b) {
+  if (b.param_buffer.in_grad_buffer) return 0;
+  return checked_mul(b.param_buffer.packed ? b.param_buffer.numel : b.numel,
+                     dtype_bytes(b.key.param_dtype));
+}
+
+std::optional<std::int64_t> param_gather_bytes(const BufferLayout& b) {
+  // param_and_grad_buffer.py:508-524 all-gathers each bucket's param_data: a bfloat16 view
+  // of the grad buffer for mxfp8 (1170-1177), the packed buckets for nvfp4 (1573-1581).
+  return checked_mul(b.param_buffer.packed ? b.param_buffer.numel : b.numel,
+                     b.param_buffer.in_grad_buffer ? dtype_bytes(DType::bfloat16)
+                                                   : dtype_bytes(b.key.param_dtype));
+}
+
 std::optional<BytesPerRank> buffer_bytes_per_rank(const BufferLayout& b) {
   const std::int64_t owned = optimizer_elements_per_rank(b);
-  const std::optional<std::int64_t> params = checked_mul(b.numel, dtype_bytes(b.key.param_dtype));
+  const std::optional<std::int64_t> params = param_buffer_bytes(b);
   const std::optional<std::int64_t> grads = checked_mul(b.numel, dtype_bytes(b.key.grad_dtype));
   const std::optional<std::int64_t> optimizer =
       checked_mul(owned, optimizer_state(b.key).bytes_per_element());

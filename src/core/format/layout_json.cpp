@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "json_reader.hpp"
 #include "json_writer.hpp"
 
@@ -9,6 +11,30 @@ namespace paramlayout {
 namespace {
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
+
+/// `param_buffer`, only where it is not the default (a param buffer of the buffer's own).
+void write_param_buffer(json::Writer& w, const ParamBufferLayout& p) {
+  if (!p.in_grad_buffer && !p.packed) return;
+  w.raw(",\n      \"param_buffer\": {\"in_grad_buffer\": ").boolean(p.in_grad_buffer);
+  if (p.packed) {
+    w.raw(", \"numel\": ").integer(p.numel).raw(", \"buckets\": [");
+    const char* sep = "";
+    for (const BucketRange& bucket : p.buckets) {
+      w.raw(sep).raw("{\"start\": ").integer(bucket.start)
+          .raw(", \"end\": ").integer(bucket.end)
+          .raw(", \"numel_unpadded\": ").integer(bucket.numel_unpadded).raw("}");
+      sep = ", ";
+    }
+    w.raw("],\n        \"params\": [");
+    sep = "";
+    for (const ParamSlot& slot : p.params) {
+      w.raw(sep).raw("[").integer(slot.start).raw(", ").integer(slot.end).raw("]");
+      sep = ", ";
+    }
+    w.raw("]");
+  }
+  w.raw("}");
+}
 
 void write_buffer(json::Writer& w, const BufferLayout& b) {
   w.raw("    {\n      \"param_dtype\": \"").raw(to_string(b.key.param_dtype))
@@ -37,7 +63,9 @@ void write_buffer(json::Writer& w, const BufferLayout& b) {
         .raw(", \"index\": ").integer(p.index).raw("}");
     sep = ",\n        ";
   }
-  w.raw(b.params.empty() ? "]\n    }" : "\n      ]\n    }");
+  w.raw(b.params.empty() ? "]" : "\n      ]");
+  write_param_buffer(w, b.param_buffer);
+  w.raw("\n    }");
 }
 
 void read_options(json::Reader& r, json::Element value, const json::Path& path,
@@ -136,6 +164,51 @@ void read_params(json::Reader& r, json::Element value, const json::Path& path,
   }
 }
 
+/// `param_buffer`: its packed params take the names, buckets and indices of `params`.
+void read_param_buffer(json::Reader& r, json::Element value, const json::Path& path,
+                       ParamBufferLayout& out) {
+  json::Element ranges;
+  bool ranges_seen = false;
+  json::read_members(r, value, path, {"in_grad_buffer", "numel", "buckets", "params"},
+                     {"in_grad_buffer"},
+                     [&](std::size_t slot, json::Element v, const json::Path& p) {
+                       switch (slot) {
+                         case 0:
+                           out.in_grad_buffer = r.boolean(v, p);
+                           break;
+                         case 1:
+                           out.numel = r.integer(v, p, 0, kMaxInt);
+                           out.packed = true;
+                           break;
+                         case 2:
+                           read_buckets(r, v, p, out.buckets);
+                           out.packed = true;
+                           break;
+                         default:
+                           ranges = v;
+                           ranges_seen = r.is_array(v, p);
+                           out.packed = true;
+                           break;
+                       }
+                     });
+  if (r.failed() || !ranges_seen) return;
+  const json::Path params = path.field("params");
+  std::size_t i = 0;
+  for (json::Element item : simdjson::dom::array(ranges)) {
+    const json::Path at = params.item(i++);
+    if (!r.is_array(item, at)) return;
+    simdjson::dom::array pair(item);
+    if (pair.size() != 2) {
+      r.expected(at, "[start, end]", item);
+      return;
+    }
+    ParamSlot& slot = out.params.emplace_back();
+    slot.start = r.integer(pair.at(0).value_unsafe(), at.item(0), 0, kMaxInt);
+    slot.end = r.integer(pair.at(1).value_unsafe(), at.item(1), 0, kMaxInt);
+    if (r.failed()) return;
+  }
+}
+
 void read_dtype(json::Reader& r, json::Element v, const json::Path& p, bool allow_uint8,
                 DType& out) {
   if (auto d = parse_dtype(r.string(v, p), allow_uint8)) {
@@ -154,7 +227,7 @@ void read_buffer(json::Reader& r, json::Element value, const json::Path& path,
   json::read_members(
       r, value, path,
       {"param_dtype", "grad_dtype", "expert_parallel", "layerwise", "strategy", "num_shards",
-       "numel", "numel_unpadded", "buckets", "params"},
+       "numel", "numel_unpadded", "buckets", "params", "param_buffer"},
       {"param_dtype", "grad_dtype", "expert_parallel", "layerwise", "num_shards", "numel",
        "numel_unpadded", "buckets", "params"},
       [&](std::size_t slot, json::Element v, const json::Path& p) {
@@ -191,11 +264,29 @@ void read_buffer(json::Reader& r, json::Element value, const json::Path& path,
           case 8:
             read_buckets(r, v, p, buffer.buckets);
             break;
-          default:
+          case 9:
             read_params(r, v, p, names, buffer.params);
+            break;
+          default:
+            read_param_buffer(r, v, p, buffer.param_buffer);
             break;
         }
       });
+  // The packed params are the buffer's params at other offsets.
+  if (!r.failed() && buffer.param_buffer.packed) {
+    ParamBufferLayout& packed = buffer.param_buffer;
+    if (packed.params.size() != buffer.params.size()) {
+      r.fail(path.field("param_buffer").field("params"),
+             fmt::format("expected {} [start, end] pairs, one per param, got {}",
+                         buffer.params.size(), packed.params.size()));
+      return;
+    }
+    for (std::size_t k = 0; k < packed.params.size(); ++k) {
+      packed.params[k].name = buffer.params[k].name;
+      packed.params[k].bucket = buffer.params[k].bucket;
+      packed.params[k].index = buffer.params[k].index;
+    }
+  }
   if (!strategy_seen) {
     buffer.strategy = options.strategy == Strategy::layerwise && !buffer.key.layerwise
                           ? Strategy::sequential_dp

@@ -50,6 +50,12 @@ Result<Layout> plan(const Manifest& manifest, const PlanOptions& options) {
     if (!laid_out) return laid_out.error();
   }
   for (auto& [shards, chooser] : layerwise_by_shards) chooser.settle(layout.buffers);
+  for (BufferLayout& buffer : layout.buffers) {
+    if (buffer.key.param_dtype != DType::uint8) continue;  // only quantized storage is uint8
+    Result<ParamBufferLayout> params = quantized_param_buffer(buffer, manifest, options);
+    if (!params) return params.error();
+    buffer.param_buffer = std::move(*params);
+  }
   return layout;
 }
 

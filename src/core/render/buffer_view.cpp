@@ -228,7 +228,7 @@ double BufferView::draw(std::string& out, double y, std::size_t index, const Pal
       b.num_shards ? fmt::format("over {} rank{}", shards_, shards_ == 1 ? "" : "s")
                    : std::string("(not sharded)"),
       group_digits(b.numel), padding_share_percent(b.numel - params, params), kMargin, y + 30,
-      human_bytes(static_cast<double>(b.numel) * dtype_bytes(b.key.param_dtype)),
+      human_bytes(static_cast<double>(param_buffer_bytes(b).value_or(0))),
       human_bytes(static_cast<double>(b.numel) * dtype_bytes(b.key.grad_dtype)),
       ranks_per_column_ == 1 ? std::string()
                              : fmt::format("; each column is {} ranks", ranks_per_column_));

@@ -53,7 +53,15 @@ double draw_memory(std::string& out, double y, const Layout& layout, const Layou
   for (std::size_t i = 0; i < layout.buffers.size(); ++i) {
     const BufferLayout& b = layout.buffers[i];
     const double padding = static_cast<double>(s.buffers[i].padding);
-    param_padding += padding * dtype_bytes(b.key.param_dtype);
+    // The param buffer's padding: none in the grad buffer (mxfp8), its own when packed.
+    const ParamBufferLayout& p = b.param_buffer;
+    if (p.packed && !p.in_grad_buffer) {
+      double packed_padding = static_cast<double>(p.numel);
+      for (const ParamSlot& slot : p.params) packed_padding -= static_cast<double>(slot.numel());
+      param_padding += packed_padding * dtype_bytes(b.key.param_dtype);
+    } else if (!p.in_grad_buffer) {
+      param_padding += padding * dtype_bytes(b.key.param_dtype);
+    }
     grad_padding += padding * dtype_bytes(b.key.grad_dtype);
     // A rank's share of the padding, on average over the ranks.
     optimizer_padding += padding / static_cast<double>(b.num_shards.value_or(1)) *
