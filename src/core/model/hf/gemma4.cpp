@@ -51,19 +51,24 @@ std::vector<bool> read_sliding_layers(Config& c, std::size_t layers) {
   return sliding;
 }
 
-/// Elements of the checkpoint's key and value projections and key norm that Megatron-LM's
-/// layers hold though the checkpoint does not (shared layers: all of them; global layers with
-/// attention_k_eq_v: the values).
-std::int64_t synthesized_kv(const ModelSpec& m, std::int64_t first_shared, bool k_eq_v,
-                            const std::vector<bool>& sliding) {
-  std::int64_t n = 0;
+/// Elements Megatron-LM's layers hold and the checkpoint does not: the key and value
+/// projections and key norm of the layers that share keys and values (`shared`), and the value
+/// projections of global layers whose keys are their values (`values`).
+struct SynthesizedKv {
+  std::int64_t shared = 0;
+  std::int64_t values = 0;
+};
+
+SynthesizedKv synthesized_kv(const ModelSpec& m, std::int64_t first_shared, bool k_eq_v,
+                             const std::vector<bool>& sliding) {
+  SynthesizedKv n;
   for (std::size_t i = 0; i < m.layers.size(); ++i) {
     const LayerSpec& l = m.layers[i];
     const std::int64_t kv = m.query_groups(l) * m.head_dim(l) * m.hidden_size;
     if (static_cast<std::int64_t>(i) >= first_shared) {
-      n += 2 * kv + m.head_dim(l);
+      n.shared += 2 * kv + m.head_dim(l);
     } else if (k_eq_v && !sliding[i]) {
-      n += kv;
+      n.values += kv;
     }
   }
   return n;
@@ -157,13 +162,20 @@ void map_gemma4(Config& c, ModelSpec& m, Notes& notes) {
     }
   }
 
-  if (const std::int64_t extra = synthesized_kv(m, first_shared, k_eq_v, sliding); extra > 0) {
+  const SynthesizedKv extra = synthesized_kv(m, first_shared, k_eq_v, sliding);
+  if (extra.shared > 0) {
     notes.push_back(fmt::format(
-        "key/value sharing and attention_k_eq_v: Megatron-LM's linear_qkv keeps every layer's "
-        "key and value projections and key norm, which the checkpoint leaves out on the last {} "
-        "layers (and its values on global layers with attention_k_eq_v): {} elements more than "
-        "the checkpoint",
-        shared_kv, group_digits(extra)));
+        "num_kv_shared_layers {}: those layers keep Megatron-LM's whole linear_qkv and k_layernorm, "
+        "whose keys and values the checkpoint leaves out (Megatron-Bridge fills them on "
+        "loading): {} elements more than the checkpoint",
+        shared_kv, group_digits(extra.shared)));
+  }
+  if (extra.values > 0) {
+    notes.push_back(fmt::format(
+        "attention_k_eq_v: global layers keep Megatron-LM's value projection in linear_qkv, which "
+        "the checkpoint leaves out (Megatron-Bridge copies the keys' on loading): {} elements "
+        "more than the checkpoint",
+        group_digits(extra.values)));
   }
   if (!k_eq_v && global_groups != m.num_query_groups) {
     notes.push_back(fmt::format(
