@@ -408,6 +408,11 @@ TEST_SUITE("synth") {
     const std::int64_t mlp = 3 * 96 * 64;
     CHECK(m.numel() == 1152 * 64 + 6 * per_layer + 3 * sliding + 3 * global + 3 * mlp +
                            3 * 2 * mlp + 64 + 1024 * 48 + 48 * 64 + 8);
+    // Every layer sharing: Bridge (as transformers) widens none.
+    json all_shared = config;
+    all_shared["num_kv_shared_layers"] = 6;
+    CHECK(shapes(synth_json(all_shared)).at("decoder.layers.3.mlp.linear_fc1.weight") ==
+          Shape{192, 64});
     SynthOptions tp2;
     tp2.tp = 2;
     const auto half = shapes(synth_json(config, tp2));

@@ -94,10 +94,10 @@ void map_gemma4(Config& c, ModelSpec& m, Notes& notes) {
   const bool tied = c.boolean("tie_word_embeddings", true);
 
   const std::int64_t global_head_dim = c.integer("global_head_dim", 512, 1);
-  const std::int64_t global_groups = c.is_null("num_global_key_value_heads")
-                                         ? m.num_query_groups
-                                         : c.integer("num_global_key_value_heads",
-                                                     m.num_query_groups, 1);
+  const std::int64_t global_groups =
+      c.is_null("num_global_key_value_heads")
+          ? m.num_query_groups
+          : c.integer("num_global_key_value_heads", m.num_query_groups, 1);
   const bool k_eq_v = c.boolean("attention_k_eq_v", false);
   const std::vector<bool> sliding = read_sliding_layers(c, m.layers.size());
   if (c.failed()) return;
@@ -107,20 +107,20 @@ void map_gemma4(Config& c, ModelSpec& m, Notes& notes) {
     m.layers[i].num_query_groups = global_groups;
   }
   const std::int64_t shared_kv = c.integer("num_kv_shared_layers", 0, 0);
-  const std::int64_t first_shared = shared_kv > 0 ? layers - shared_kv : layers;
+  // transformers (and the checkpoint) share nothing when more layers share than there are.
+  const std::int64_t first_shared =
+      shared_kv > 0 && shared_kv <= layers ? layers - shared_kv : layers;
   const bool double_wide = c.boolean("use_double_wide_mlp", false);
   const std::int64_t per_layer_size = c.integer("hidden_size_per_layer_input", 256, 0);
-  const std::int64_t per_layer_vocab =
-      c.integer("vocab_size_per_layer_input", m.vocab_size, 1);
+  const std::int64_t per_layer_vocab = c.integer("vocab_size_per_layer_input", m.vocab_size, 1);
 
   if (c.boolean("enable_moe_block", false)) {
     m.add_qkv_bias = c.boolean("attention_bias", false);
     m.untie_embeddings_and_output_weights = !tied;
     m.post_linear_norms = true;  // linear_proj's post_layernorm (the dense MLP has none here)
     m.moe.num_experts = c.is_null("num_experts") ? 128 : c.integer("num_experts", 128, 1);
-    m.moe.ffn_hidden_size = c.is_null("moe_intermediate_size")
-                                ? 704
-                                : c.integer("moe_intermediate_size", 704, 1);
+    m.moe.ffn_hidden_size =
+        c.is_null("moe_intermediate_size") ? 704 : c.integer("moe_intermediate_size", 704, 1);
     m.moe.shared_expert_size = m.ffn_hidden_size;
     m.moe.router_scales = true;
     m.moe.norms_apart = true;
@@ -132,8 +132,9 @@ void map_gemma4(Config& c, ModelSpec& m, Notes& notes) {
           per_layer_size));
     }
     if (double_wide && shared_kv > 0) {
-      notes.emplace_back("use_double_wide_mlp: Megatron-Bridge's Gemma 4 MoE provider builds "
-                         "every shared expert at intermediate_size");
+      notes.emplace_back(
+          "use_double_wide_mlp: Megatron-Bridge's Gemma 4 MoE provider builds "
+          "every shared expert at intermediate_size");
     }
   } else {
     m.local_spec = true;
@@ -143,29 +144,34 @@ void map_gemma4(Config& c, ModelSpec& m, Notes& notes) {
         "Megatron-Bridge's Gemma 4 dense provider builds one pipeline stage only "
         "(Gemma4DenseProvider.provide: \"currently supports PP=1 only\")";
     m.per_layer_input = {per_layer_size, per_layer_size > 0 ? per_layer_vocab : 0};
-    if (double_wide) {
+    // Bridge's Gemma4DenseMLP widens the shared layers only after a first unshared one.
+    if (double_wide && first_shared > 0) {
       for (std::int64_t i = first_shared; i < layers; ++i) {
         m.layers[static_cast<std::size_t>(i)].ffn_hidden_size = 2 * m.ffn_hidden_size;
       }
     }
     if (c.has("num_experts") || c.has("moe_intermediate_size")) {
-      notes.emplace_back("num_experts, moe_intermediate_size: Megatron-Bridge reads them only "
-                         "with enable_moe_block");
+      notes.emplace_back(
+          "num_experts, moe_intermediate_size: Megatron-Bridge reads them only "
+          "with enable_moe_block");
     }
     if (!tied) {
-      notes.emplace_back("tie_word_embeddings false: Megatron-Bridge's Gemma 4 dense provider "
-                         "ties the embedding and output weights all the same");
+      notes.emplace_back(
+          "tie_word_embeddings false: Megatron-Bridge's Gemma 4 dense provider "
+          "ties the embedding and output weights all the same");
     }
     if (c.boolean("attention_bias", false)) {
-      notes.emplace_back("attention_bias: Megatron-Bridge's Gemma 4 dense provider builds no "
-                         "attention biases");
+      notes.emplace_back(
+          "attention_bias: Megatron-Bridge's Gemma 4 dense provider builds no "
+          "attention biases");
     }
   }
 
   const SynthesizedKv extra = synthesized_kv(m, first_shared, k_eq_v, sliding);
   if (extra.shared > 0) {
     notes.push_back(fmt::format(
-        "num_kv_shared_layers {}: those layers keep Megatron-LM's whole linear_qkv and k_layernorm, "
+        "num_kv_shared_layers {}: those layers keep Megatron-LM's whole linear_qkv and "
+        "k_layernorm, "
         "whose keys and values the checkpoint leaves out (Megatron-Bridge fills them on "
         "loading): {} elements more than the checkpoint",
         shared_kv, group_digits(extra.shared)));
