@@ -198,8 +198,8 @@ struct ModelSpec {
   std::int64_t vocab_size = 0;
   std::int64_t make_vocab_size_divisible_by = 128;
   /// The vocab is padded to a multiple of make_vocab_size_divisible_by x tp (Megatron-LM's
-  /// rule); false: of make_vocab_size_divisible_by alone (Megatron-Bridge's Gemma 4 dense
-  /// provider pads it so itself).
+  /// rule); false: of make_vocab_size_divisible_by alone, even where the launch line asks for no
+  /// padding (Megatron-Bridge's Gemma 4 dense provider pads it so itself).
   bool vocab_padding_times_tp = true;
   /// The builder refuses a pipeline split or virtual chunks (Megatron-Bridge's Gemma 4 dense
   /// provider builds one stage only): its reason.
