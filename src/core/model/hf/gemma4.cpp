@@ -20,6 +20,8 @@
 // transformers' Gemma4TextConfig defaults, as the bridge reads the config object.
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "mappers.hpp"
 #include "paramlayout/text.hpp"
 
@@ -59,16 +61,26 @@ struct SynthesizedKv {
   std::int64_t values = 0;
 };
 
+/// a x b + c, or INT64_MAX where it does not fit (a fuzzed config's sizes).
+std::int64_t saturating_mul_add(std::int64_t a, std::int64_t b, std::int64_t c) {
+  std::int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out) || __builtin_add_overflow(out, c, &out)) {
+    return std::numeric_limits<std::int64_t>::max();
+  }
+  return out;
+}
+
 SynthesizedKv synthesized_kv(const ModelSpec& m, std::int64_t first_shared, bool k_eq_v,
                              const std::vector<bool>& sliding) {
   SynthesizedKv n;
   for (std::size_t i = 0; i < m.layers.size(); ++i) {
     const LayerSpec& l = m.layers[i];
-    const std::int64_t kv = m.query_groups(l) * m.head_dim(l) * m.hidden_size;
+    const std::int64_t kv = saturating_mul_add(
+        saturating_mul_add(m.query_groups(l), m.head_dim(l), 0), m.hidden_size, 0);
     if (static_cast<std::int64_t>(i) >= first_shared) {
-      n.shared += 2 * kv + m.head_dim(l);
+      n.shared = saturating_mul_add(2, kv, saturating_mul_add(1, n.shared, m.head_dim(l)));
     } else if (k_eq_v && !sliding[i]) {
-      n.values += kv;
+      n.values = saturating_mul_add(1, n.values, kv);
     }
   }
   return n;
