@@ -83,6 +83,14 @@ struct MoeSpec {
   /// moe_latent_size: the experts work in this size between mlp.fc1_latent_proj and
   /// mlp.fc2_latent_proj; 0: none.
   std::int64_t latent_size = 0;
+  /// The router also learns a scale per expert and one per hidden channel
+  /// (router.per_expert_scale, router.scale: Megatron-Bridge's Gemma4TopKRouter).
+  bool router_scales = false;
+  /// The routed and the shared experts normalize their outputs apart (mlp.post_moe_layernorm,
+  /// mlp.post_shared_expert_layernorm), and the layer the shared experts' input and the MoE's
+  /// output (pre_shared_expert_layernorm, post_ffn_layernorm, after the MLP): Megatron-Bridge's
+  /// Gemma4MoELayer and Gemma4TransformerLayer.
+  bool norms_apart = false;
 
   bool operator==(const MoeSpec&) const = default;
 };
@@ -111,6 +119,19 @@ struct GatedDeltaNetSpec {
   std::int64_t conv_kernel = 4;
 
   bool operator==(const GatedDeltaNetSpec&) const = default;
+};
+
+/// Per-layer input embeddings (Gemma 4's, as Megatron-Bridge builds them): the first stage
+/// embeds every token once more for all layers (per_layer_embedding: `vocab_size` rows of
+/// layers x `size`, split over tp by rows), projects the hidden state likewise
+/// (per_layer_model_proj, split over tp by rows) and normalizes each layer's part
+/// (per_layer_proj_norm); each layer gates and projects its part back (per_layer_input_gate,
+/// per_layer_projection, neither split) and normalizes it (post_per_layer_input_norm).
+struct PerLayerInputSpec {
+  std::int64_t size = 0;  ///< hidden_size_per_layer_input; 0: none
+  std::int64_t vocab_size = 0;
+
+  bool operator==(const PerLayerInputSpec&) const = default;
 };
 
 /// `position_embedding_type`: only learned absolute positions are params.
@@ -146,6 +167,11 @@ struct ModelSpec {
   /// the layer norms are modules of their own (input_layernorm, pre_mlp_layernorm), not fused
   /// into linear_qkv / linear_fc1, and experts are always a SequentialMLP.
   bool local_spec = false;
+  /// The layer normalizes the attention's and the MLP's outputs with norms of its own
+  /// (post_self_attn_layernorm, post_mlp_layernorm), registered after the MLP (Gemma 4's dense
+  /// layer, Megatron-Bridge's Gemma4DenseTransformerLayer).
+  bool sublayer_output_norms = false;
+  PerLayerInputSpec per_layer_input;
   bool softmax_offset = false;   ///< learned attention sinks: core_attention.softmax_offset
   bool attention_output_gate = false;  ///< linear_qkv also computes a gate per head
   std::optional<MlaSpec> mla;    ///< multi-latent attention
@@ -171,6 +197,13 @@ struct ModelSpec {
   std::int64_t max_position_embeddings = 0;  ///< rows of learned absolute positions
   std::int64_t vocab_size = 0;
   std::int64_t make_vocab_size_divisible_by = 128;
+  /// The vocab is padded to a multiple of make_vocab_size_divisible_by x tp (Megatron-LM's
+  /// rule); false: of make_vocab_size_divisible_by alone, even where the launch line asks for no
+  /// padding (Megatron-Bridge's Gemma 4 dense provider pads it so itself).
+  bool vocab_padding_times_tp = true;
+  /// The builder refuses a pipeline split or virtual chunks (Megatron-Bridge's Gemma 4 dense
+  /// provider builds one stage only): its reason.
+  std::string one_stage_only;
   bool hybrid = false;  ///< a HybridModel (Mamba hybrids): one mixer or MLP per layer
 
   std::int64_t num_layers() const { return static_cast<std::int64_t>(layers.size()); }

@@ -52,12 +52,17 @@ struct ModelChunk {
 };
 
 /// The vocab rows Megatron-LM allocates: vocab_size padded to a multiple of
-/// make_vocab_size_divisible_by x tp.
+/// make_vocab_size_divisible_by x tp (of make_vocab_size_divisible_by alone where the model's
+/// builder pads it so).
 std::int64_t padded_vocab_size(const ModelSpec& model, std::int64_t tp);
 
 /// The first split Megatron-LM would refuse for `model` ("tp 3 does not divide the 32
 /// attention heads"), naming the sizes.
 std::optional<std::string> split_problem(const ModelSpec& model, const TensorSplit& split);
+
+/// Why `model` cannot be built as `chunks` pipeline chunks (stages x virtual chunks), if it
+/// cannot (a builder that builds one stage only).
+std::optional<std::string> pipeline_problem(const ModelSpec& model, std::int64_t chunks);
 
 /// Why a rank's chunks of `model` would hold more than kMaxChunkParams params, if they would.
 std::optional<std::string> size_problem(const ModelSpec& model, const TensorSplit& split);

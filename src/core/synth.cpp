@@ -31,6 +31,7 @@ Result<SynthModel> synth_model(std::string_view config_text, std::string_view so
   pipeline.mtp_num_layers = spec.mtp_num_layers;
   Result<std::vector<ChunkPlacement>> chunks = place_layers(pipeline);
   if (!chunks) return problem(chunks.error().message);
+  if (std::optional<std::string> p = pipeline_problem(spec, options.pp)) return problem(*p);
   const ChunkPlacement& placement = (*chunks)[static_cast<std::size_t>(options.stage)];
 
   SynthModel model;

@@ -221,7 +221,9 @@ def random_cases(count, seed):
 def _has_experts(config):
     import json
     data = json.loads(config.read_text())
-    return any(data.get(k) for k in ("num_experts", "num_local_experts", "n_routed_experts"))
+    scopes = (data, data.get("text_config") or {})  # a multimodal config's language model
+    return any(scope.get(k) for scope in scopes
+               for k in ("num_experts", "num_local_experts", "n_routed_experts"))
 
 
 def config_cases(splits=("1",)):

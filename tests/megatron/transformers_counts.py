@@ -62,6 +62,11 @@ def hf_counts(config_path):
             # from text_config, as synth reads it.
             if "text_config" not in data:
                 raise
+            model = None
+        if model is not None and "text_config" in data and \
+                hasattr(model.base_model, "vision_tower"):
+            model = None  # a multimodal class's causal-LM form (Gemma 4's) holds its towers
+        if model is None:
             text = data["text_config"]
             model = AutoModelForCausalLM.from_config(
                 CONFIG_MAPPING[text["model_type"]].from_dict(text))

@@ -1,6 +1,6 @@
 // The mappings of Megatron-Bridge's newer text decoders (MiniMax-M2, EXAONE 4 and EXAONE-MoE,
 // Ling 2.0, Hunyuan 3, GLM-5, MiMo-V2-Flash, Step-3.5, Falcon-H1), multimodal language models
-// (Ministral 3 among them) and the refused DeepSeek-V4 and Gemma 4, param by param, on the shipped
+// (Ministral 3 among them), Gemma 4 and the refused DeepSeek-V4, param by param, on the shipped
 // configs or on small configs written here (never stand-ins for a real model). Shapes are worked
 // out by hand from the configs' sizes.
 #include <doctest/doctest.h>
@@ -346,12 +346,137 @@ TEST_SUITE("synth") {
                                                                            1024});
   }
 
-  TEST_CASE("Gemma 4 is refused, naming the modules of Bridge's own it needs") {
-    for (const char* name : {"Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"}) {
-      CHECK(contains(synth_error(json{{"architectures", {name}}}),
-                     "Megatron-Bridge builds it with modules of its own that paramlayout's model "
-                     "description does not hold yet: per-layer input embeddings"));
-    }
+  TEST_CASE("Gemma 4 dense: local layer, output norms after the MLP, per-layer inputs") {
+    // 6 layers, hidden 64, 4 heads of 16 over 2 key/value heads; layers 1 and 4 and the last
+    // (forced so) global: 32 per head over 1 key/value head; the last 3 layers share keys and
+    // values and have a double-wide MLP; per-layer inputs of 8 over 1,024 rows.
+    const json config = {{"architectures", {"Gemma4ForCausalLM"}},
+                         {"hidden_size", 64},
+                         {"num_hidden_layers", 6},
+                         {"num_attention_heads", 4},
+                         {"num_key_value_heads", 2},
+                         {"head_dim", 16},
+                         {"global_head_dim", 32},
+                         {"num_global_key_value_heads", 1},
+                         {"intermediate_size", 96},
+                         {"vocab_size", 1100},
+                         {"vocab_size_per_layer_input", 1024},
+                         {"hidden_size_per_layer_input", 8},
+                         {"num_kv_shared_layers", 3},
+                         {"use_double_wide_mlp", true},
+                         {"tie_word_embeddings", false},
+                         {"layer_types",
+                          {"sliding_attention", "full_attention", "sliding_attention",
+                           "sliding_attention", "full_attention", "sliding_attention"}}};
+    const SynthModel m = synth_json(config);
+    CHECK(names_under(m, "decoder.layers.0.") ==
+          std::vector<std::string>{
+              "input_layernorm.weight", "self_attention.linear_proj.weight",
+              "self_attention.linear_qkv.weight", "self_attention.q_layernorm.weight",
+              "self_attention.k_layernorm.weight", "pre_mlp_layernorm.weight",
+              "mlp.linear_fc1.weight", "mlp.linear_fc2.weight", "post_self_attn_layernorm.weight",
+              "post_mlp_layernorm.weight", "per_layer_input_gate.weight",
+              "per_layer_projection.weight", "post_per_layer_input_norm.weight"});
+    const auto s = shapes(m);
+    // Sliding: (4 + 2 x 2) x 16 rows; global: (4 + 2 x 1) x 32.
+    CHECK(s.at("decoder.layers.0.self_attention.linear_qkv.weight") == Shape{128, 64});
+    CHECK(s.at("decoder.layers.1.self_attention.linear_qkv.weight") == Shape{192, 64});
+    CHECK(s.at("decoder.layers.1.self_attention.linear_proj.weight") == Shape{64, 128});
+    CHECK(s.at("decoder.layers.1.self_attention.k_layernorm.weight") == Shape{32});
+    CHECK(s.at("decoder.layers.5.self_attention.linear_qkv.weight") == Shape{192, 64});
+    CHECK(s.at("decoder.layers.2.mlp.linear_fc1.weight") == Shape{192, 64});
+    CHECK(s.at("decoder.layers.3.mlp.linear_fc1.weight") == Shape{384, 64});
+    CHECK(s.at("decoder.layers.3.mlp.linear_fc2.weight") == Shape{64, 192});
+    CHECK(s.at("decoder.layers.0.per_layer_input_gate.weight") == Shape{8, 64});
+    // After the final norm, with tied embeddings whatever the config says; 6 x 8 channels.
+    const auto n = static_cast<std::ptrdiff_t>(m.params.size());
+    CHECK(position(m, "decoder.final_layernorm.weight") == n - 4);
+    CHECK(position(m, "per_layer_embedding.weight") == n - 3);
+    CHECK(s.at("per_layer_embedding.weight") == Shape{1024, 48});
+    CHECK(s.at("per_layer_model_proj.weight") == Shape{48, 64});
+    CHECK(s.at("per_layer_proj_norm.weight") == Shape{8});
+    CHECK(s.count("output_layer.weight") == 0);
+    // 1,100 padded to 1,152 (a multiple of 128, not of 128 x tp).
+    CHECK(s.at("embedding.word_embeddings.weight") == Shape{1152, 64});
+    // Hand count. Per layer: 5 norms of 64 and the per-layer gate and projection (2 x 8 x 64);
+    // sliding attention (0, 2, 3): 64 x 64 + 128 x 64 + q/k norms 2 x 16; global (1, 4, 5):
+    // 64 x 128 + 192 x 64 + 2 x 32; MLP 3 x 96 x 64, doubled on 3 to 5. Then the embedding
+    // 1,152 x 64, the final norm, 1,024 x 48 + 48 x 64 + 8.
+    const std::int64_t per_layer = 5 * 64 + 2 * 8 * 64;
+    const std::int64_t sliding = 64 * 64 + 128 * 64 + 2 * 16;
+    const std::int64_t global = 64 * 128 + 192 * 64 + 2 * 32;
+    const std::int64_t mlp = 3 * 96 * 64;
+    CHECK(m.numel() == 1152 * 64 + 6 * per_layer + 3 * sliding + 3 * global + 3 * mlp +
+                           3 * 2 * mlp + 64 + 1024 * 48 + 48 * 64 + 8);
+    // Every layer sharing: Bridge (as transformers) widens none.
+    json all_shared = config;
+    all_shared["num_kv_shared_layers"] = 6;
+    CHECK(shapes(synth_json(all_shared)).at("decoder.layers.3.mlp.linear_fc1.weight") ==
+          Shape{192, 64});
+    SynthOptions tp2;
+    tp2.tp = 2;
+    const auto half = shapes(synth_json(config, tp2));
+    CHECK(half.at("embedding.word_embeddings.weight") == Shape{576, 64});
+    CHECK(half.at("per_layer_embedding.weight") == Shape{512, 48});
+    CHECK(half.at("per_layer_model_proj.weight") == Shape{24, 64});
+    CHECK(half.at("decoder.layers.0.per_layer_input_gate.weight") == Shape{8, 64});
+    CHECK(half.at("decoder.layers.1.self_attention.linear_qkv.weight") == Shape{96, 64});
+    SynthOptions pp2;
+    pp2.pp = 2;
+    CHECK(contains(synth_error(config, pp2), "Gemma 4 dense provider builds one pipeline stage"));
+    SynthOptions tp3;
+    tp3.tp = 3;
+    json three = config;
+    three["num_attention_heads"] = 6;
+    three["num_key_value_heads"] = 3;
+    three["num_global_key_value_heads"] = 3;
+    three["vocab_size"] = 1200;
+    CHECK(contains(synth_error(three, tp3), "tp 3 does not divide the padded vocabulary of 1280"));
+    // The checkpoint leaves out the shared layers' (3 to 5) keys, values and key norms: layer 3
+    // 2 x 2 x 16 x 64 + 16, layers 4 and 5 2 x 1 x 32 x 64 + 32 each; Bridge ties the embedding.
+    std::string notes;
+    for (const std::string& note : m.notes) notes += note + "\n";
+    CHECK(contains(notes, "num_kv_shared_layers 3: those layers keep Megatron-LM's whole "
+                          "linear_qkv and k_layernorm"));
+    CHECK(contains(notes, "12,368 elements more than the checkpoint"));
+    CHECK(contains(notes, "tie_word_embeddings false: Megatron-Bridge's Gemma 4 dense provider "
+                          "ties"));
+  }
+
+  TEST_CASE("Gemma 4 MoE: the router's scales, the experts' own norms, global layers") {
+    // The shipped 26B-A4B: hidden 2,816, 16 heads; sliding 256 over 8, global 512 over 2.
+    const SynthModel m = synth_config("gemma-4-26b-a4b");
+    CHECK(m.params.size() == 1 + 30 * (16 + 2 * 128) + 1);
+    const auto s = shapes(m);
+    CHECK(s.at("decoder.layers.0.self_attention.linear_qkv.weight") == Shape{8192, 2816});
+    CHECK(s.at("decoder.layers.5.self_attention.linear_qkv.weight") == Shape{10240, 2816});
+    CHECK(s.at("decoder.layers.5.self_attention.linear_proj.weight") == Shape{2816, 8192});
+    CHECK(s.at("decoder.layers.5.self_attention.q_layernorm.weight") == Shape{512});
+    CHECK(s.at("decoder.layers.0.mlp.router.per_expert_scale") == Shape{128});
+    CHECK(s.at("decoder.layers.0.mlp.router.scale") == Shape{2816});
+    CHECK(s.at("decoder.layers.0.mlp.shared_experts.linear_fc1.weight") == Shape{4224, 2816});
+    std::vector<std::string> tail = names_under(m, "decoder.layers.29.");
+    tail.erase(tail.begin(), tail.end() - 6);
+    CHECK(tail == std::vector<std::string>{"mlp.shared_experts.linear_fc1.weight",
+                                           "mlp.shared_experts.linear_fc2.weight",
+                                           "mlp.post_moe_layernorm.weight",
+                                           "mlp.post_shared_expert_layernorm.weight",
+                                           "pre_shared_expert_layernorm.weight",
+                                           "post_ffn_layernorm.weight"});
+    CHECK(s.at("decoder.layers.0.self_attention.linear_proj.post_layernorm.weight") ==
+          Shape{2816});
+    // Hand count: 262,144 x 2,816 embedding; per layer 7 norms of 2,816 and the q/k norms;
+    // attention 2,816 x 4,096 + 8,192 x 2,816 (25 sliding) or 2,816 x 8,192 + 10,240 x 2,816
+    // (5 global); router 129 x 2,816 + 128; 128 experts of 3 x 704 x 2,816; the shared expert
+    // 3 x 2,112 x 2,816; the final norm.
+    const std::int64_t h = 2816;
+    const std::int64_t per_layer = 7 * h + 129 * h + 128 + 128 * 3 * 704 * h + 3 * 2112 * h;
+    const std::int64_t attention = 25 * (4096 * h + 8192 * h + 512) + 5 * (8192 * h + 10240 * h +
+                                                                            1024);
+    CHECK(m.numel() == 262144 * h + 30 * per_layer + attention + h);
+    CHECK(m.numel() == 25'247'559'680);
+    CHECK(contains(m.notes.back(), "attention_k_eq_v: global layers keep Megatron-LM's value "
+                                   "projection in linear_qkv"));
   }
 
   TEST_CASE("DeepSeek-V4 is refused, naming the attention Megatron-LM lacks") {

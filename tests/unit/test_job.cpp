@@ -194,6 +194,22 @@ TEST_SUITE("job") {
                                "4096; drop one");
   }
 
+  TEST_CASE("Gemma 4 dense: the vocab padded as Bridge pads it, one pipeline stage only") {
+    // Megatron-Bridge's dense provider pads by --make-vocab-size-divisible-by whatever the line
+    // says, and builds one stage: 262,144 rows stay, 262,144 / 2 per rank at tp 2.
+    const HfModel e2b = hf_config("gemma-4-e2b");
+    const JobSpec j = job({"--no-pad-vocab-size", "--tensor-model-parallel-size", "2"}, 2, &e2b);
+    CHECK(j.model.make_vocab_size_divisible_by == 128);
+    const JobSpec gpt = job(small_model() + Args{"--no-pad-vocab-size"}, 1);
+    CHECK(gpt.model.make_vocab_size_divisible_by == 1);
+    const JobSpec staged = job({"--pipeline-model-parallel-size", "5"}, 5, &e2b);
+    Result<JobPlan> plan = plan_job(staged);
+    REQUIRE_FALSE(plan);
+    CHECK(plan.error().message ==
+          "the model cannot be split: Megatron-Bridge's Gemma 4 dense provider builds one "
+          "pipeline stage only (Gemma4DenseProvider.provide: \"currently supports PP=1 only\")");
+  }
+
   TEST_CASE("DeepSeek-V3 on 1,024 GPUs: a 32-stage layout, MTP, EP 64, VPP 2") {
     const HfModel ds = hf_config("deepseek-v3");
     const JobSpec j = job({"--pipeline-model-parallel-size", "16",

@@ -61,6 +61,10 @@ Result<JobPlan> plan_job(const JobSpec& job) {
   }
   Result<std::vector<ChunkPlacement>> placements = place_layers(job.pipeline);
   if (!placements) return placements.error();
+  if (std::optional<std::string> problem =
+          pipeline_problem(job.model, static_cast<std::int64_t>(placements->size()))) {
+    return Error{"the model cannot be split: " + *problem};
+  }
 
   JobPlan out;
   std::vector<std::int64_t> stage_params(static_cast<std::size_t>(job.parallel.pp), 0);

@@ -388,8 +388,10 @@ void check_model_args_agree(ArgMap& a, const ModelSpec& m) {
 
 void read_build_args(ArgMap& a, ModelSpec& m, std::vector<std::string>& notes) {
   m.make_vocab_size_divisible_by = a.integer("--make-vocab-size-divisible-by", 128, 1, kMaxSize);
-  if (a.has("--padded-vocab-size") || a.flag("--no-pad-vocab-size") ||
-      a.flag("--disable-pad-vocab-size")) {
+  const bool unpadded = a.has("--padded-vocab-size") || a.flag("--no-pad-vocab-size") ||
+                        a.flag("--disable-pad-vocab-size");
+  // A builder that pads the vocab itself (Gemma 4's dense provider) pads it all the same.
+  if (unpadded && m.vocab_padding_times_tp) {
     m.make_vocab_size_divisible_by = 1;  // the vocab is used as given
   }
   const std::int64_t configured_mtp = m.mtp_num_layers;

@@ -22,21 +22,10 @@ struct Architecture {
   std::string_view scope = {};
   /// Architectures Megatron-Bridge maps with a part Megatron-LM cannot build: that part.
   std::string_view refused = {};
-  /// Architectures Megatron-Bridge builds with modules of its own that the model description
-  /// does not hold: those parts.
-  std::string_view undescribed = {};
   /// Multimodal configs whose bridge reads `tie_word_embeddings` from the language model's
   /// config, not the top level.
   bool tie_in_scope = false;
 };
-
-/// What Megatron-Bridge's gemma4 bridges build with their own modules (modeling_gemma4.py).
-constexpr std::string_view kGemma4Parts =
-    "per-layer input embeddings (per_layer_embedding, per_layer_model_proj and each layer's "
-    "gate and projection), key/value sharing over the last num_kv_shared_layers layers, global "
-    "attention layers of their own head size and key/value heads (attention_k_eq_v), the "
-    "double-wide MLP, and the MoE layers' own norms around the shared and routed experts and "
-    "their router's learned scales (Gemma4MoELayer, Gemma4TopKRouter)";
 
 /// Megatron-Bridge's text decoders, and GPT-2, which Megatron-LM builds as its own GPT.
 constexpr std::array kArchitectures = {
@@ -91,8 +80,8 @@ constexpr std::array kArchitectures = {
                  hf::map_step3p5},
     Architecture{"FalconH1ForCausalLM", "Falcon-H1 (Mamba-2 and attention side by side)",
                  hf::map_falcon_h1},
-    Architecture{"Gemma4ForCausalLM", "Gemma 4 (refused: its own layers are not described)",
-                 nullptr, {}, {}, kGemma4Parts},
+    Architecture{"Gemma4ForCausalLM", "Gemma 4 (dense with per-layer inputs, or MoE)",
+                 hf::map_gemma4},
     Architecture{"DeepseekV4ForCausalLM", "DeepSeek-V4 (refused: Megatron-LM lacks its attention)",
                  nullptr, {},
                  "attention variant \"dsv4_hybrid\" (compressed sparse attention with "
@@ -110,10 +99,9 @@ constexpr std::array kArchitectures = {
     Architecture{"Gemma3ForConditionalGeneration", "Gemma 3 (language model only)",
                  hf::map_gemma3, "text_config"},
     Architecture{"Mistral3ForConditionalGeneration", "Ministral 3 (language model only)",
-                 hf::map_ministral3, "text_config", {}, {}, true},
-    Architecture{"Gemma4ForConditionalGeneration",
-                 "Gemma 4 (refused: its own layers are not described)", nullptr, {}, {},
-                 kGemma4Parts},
+                 hf::map_ministral3, "text_config", {}, true},
+    Architecture{"Gemma4ForConditionalGeneration", "Gemma 4 (language model only)",
+                 hf::map_gemma4, "text_config", {}, true},
 };
 
 /// Set to something other than false, 0, null or empty.
@@ -204,6 +192,11 @@ constexpr std::array kShapeFields = {
     ShapeField{"mamba_n_heads"}, ShapeField{"mamba_d_head"}, ShapeField{"mamba_n_groups"},
     ShapeField{"mamba_d_state"}, ShapeField{"mamba_d_conv"}, ShapeField{"mamba_d_ssm"},
     ShapeField{"mamba_proj_bias"}, ShapeField{"mamba_rms_norm"}, ShapeField{"projectors_bias"},
+    // Gemma 4's names.
+    ShapeField{"global_head_dim"}, ShapeField{"num_global_key_value_heads"},
+    ShapeField{"attention_k_eq_v"}, ShapeField{"num_kv_shared_layers"},
+    ShapeField{"use_double_wide_mlp"}, ShapeField{"hidden_size_per_layer_input"},
+    ShapeField{"vocab_size_per_layer_input"}, ShapeField{"enable_moe_block"},
 };
 
 void reject_unread_shape_fields(hf::Config& c) {
@@ -272,14 +265,6 @@ Result<HfModel> read_hf_config(std::string_view text, std::string_view source) {
                             "--world-size N -o DIR -- --num-layers ... --hidden-size ...",
                             excerpt(model.architecture), fmt::join(known_first, ", "),
                             names.size()));
-    return reader.error();
-  }
-  if (!known->undescribed.empty()) {
-    const json::Path root;
-    reader.fail(root.field("architectures").item(0),
-                fmt::format("{}: Megatron-Bridge builds it with modules of its own that "
-                            "paramlayout's model description does not hold yet: {}",
-                            known->name, known->undescribed));
     return reader.error();
   }
   if (!known->refused.empty()) {

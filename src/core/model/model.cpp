@@ -159,6 +159,10 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
     }
     if ((p = size("moe_latent_size", m.moe.latent_size, 0))) return p;
   }
+  if (m.per_layer_input.size > 0) {
+    if ((p = size("hidden_size_per_layer_input", m.per_layer_input.size))) return p;
+    if ((p = size("vocab_size_per_layer_input", m.per_layer_input.vocab_size))) return p;
+  }
   if (m.uses_mamba()) {
     if ((p = size("mamba_state_dim", m.mamba.state_dim))) return p;
     if ((p = size("mamba_head_dim", m.mamba.head_dim))) return p;

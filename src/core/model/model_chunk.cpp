@@ -87,7 +87,8 @@ std::int64_t ModelChunk::numel() const {
 }
 
 std::int64_t padded_vocab_size(const ModelSpec& model, std::int64_t tp) {
-  const std::int64_t multiple = model.make_vocab_size_divisible_by * tp;
+  const std::int64_t multiple =
+      model.make_vocab_size_divisible_by * (model.vocab_padding_times_tp ? tp : 1);
   return (model.vocab_size + multiple - 1) / multiple * multiple;
 }
 
@@ -103,8 +104,29 @@ std::optional<std::string> size_problem(const ModelSpec& m, const TensorSplit& s
   return std::nullopt;
 }
 
+/// The vocab-parallel embeddings split their rows, and per_layer_model_proj its outputs, tp
+/// ways exactly (VocabUtility and ColumnParallelLinear divide).
+std::optional<std::string> embedding_split_problem(const ModelSpec& m, const TensorSplit& s) {
+  if (!divides(s.tp, padded_vocab_size(m, s.tp))) {
+    return fmt::format("tp {} does not divide the padded vocabulary of {}", s.tp,
+                       padded_vocab_size(m, s.tp));
+  }
+  const PerLayerInputSpec& per_layer = m.per_layer_input;
+  if (per_layer.size == 0) return std::nullopt;
+  if (!divides(s.tp, per_layer.vocab_size)) {
+    return fmt::format("tp {} does not divide the per-layer input vocabulary of {}", s.tp,
+                       per_layer.vocab_size);
+  }
+  if (!divides(s.tp, m.num_layers() * per_layer.size)) {
+    return fmt::format("tp {} does not divide the {} per-layer input channels", s.tp,
+                       m.num_layers() * per_layer.size);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> split_problem(const ModelSpec& m, const TensorSplit& s) {
   if (std::optional<std::string> p = mixer_split_problem(m, s)) return p;
+  if (std::optional<std::string> p = embedding_split_problem(m, s)) return p;
   for (const LayerSpec& l : m.layers) {
     if (l.mlp == Mlp::dense && !divides(s.tp, m.dense_ffn(l))) {
       return fmt::format("tp {} does not divide the MLP size {}", s.tp, m.dense_ffn(l));
@@ -125,6 +147,11 @@ std::optional<std::string> split_problem(const ModelSpec& m, const TensorSplit& 
     return fmt::format("tp {} does not divide the shared expert MLP size {}", s.tp,
                        m.moe.shared_expert_size);
   }
+  return std::nullopt;
+}
+
+std::optional<std::string> pipeline_problem(const ModelSpec& m, std::int64_t chunks) {
+  if (chunks > 1 && !m.one_stage_only.empty()) return m.one_stage_only;
   return std::nullopt;
 }
 
@@ -152,6 +179,7 @@ ModelChunk build_chunk(const ModelSpec& model, const TensorSplit& split,
   if (placement.final_norm) emit.final_norm();
   for (std::int64_t i : placement.mtp_layers) emit.mtp_layer(i, placement.layer_offset);
   if (output_weight) emit.output_layer(shared_copy && !has_embedding);
+  if (placement.pre_process && model.per_layer_input.size > 0) emit.per_layer_inputs();
 
   const std::int64_t pad_rows = (padded_vocab_size(model, split.tp) - model.vocab_size) / split.tp;
   for (const ChunkParam& p : chunk.params) {

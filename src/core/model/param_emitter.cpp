@@ -4,7 +4,8 @@
 // norm (MoE layers only: dense MLPs fuse it into linear_fc1), then the MLP or the MoE
 // (router, latent projections, experts, shared experts). A hybrid model's layer holds one of
 // these parts, or a Mamba mixer; Falcon-H1's holds a norm, a Mamba mixer and self-attention side
-// by side, then its MLP.
+// by side, then its MLP. Gemma 4's layers (Megatron-Bridge's) add norms of their own after the
+// MLP, and per-layer inputs.
 #include "param_emitter.hpp"
 
 #include <fmt/format.h>
@@ -51,6 +52,20 @@ void ParamEmitter::output_layer(bool shared) {
   ChunkParam& p = add("output_layer.weight", {rows, m_.hidden_size});
   p.embedding_or_output = true;
   p.shared_embedding = shared;
+}
+
+/// A norm of Megatron-Bridge's Gemma 4 modules (Gemma4RMSNorm): `weight` alone.
+void ParamEmitter::own_norm(const std::string& prefix, std::int64_t n) {
+  add(prefix + "weight", {n});
+}
+
+/// Registered after the output layer (_attach_ple_modules runs once GPTModel is built).
+void ParamEmitter::per_layer_inputs() {
+  const PerLayerInputSpec& per_layer = m_.per_layer_input;
+  const std::int64_t channels = m_.num_layers() * per_layer.size;
+  add("per_layer_embedding.weight", {per_layer.vocab_size / s_.tp, channels});
+  add("per_layer_model_proj.weight", {channels / s_.tp, m_.hidden_size});
+  own_norm("per_layer_proj_norm.", per_layer.size);
 }
 
 /// Mamba-style stacks (HybridModel's, Falcon-H1's) name it final_norm.
@@ -114,6 +129,19 @@ void ParamEmitter::layer(const std::string& prefix, const LayerSpec& layer) {
       break;
     case Mlp::none:
       break;
+  }
+  if (m_.sublayer_output_norms) {
+    own_norm(prefix + "post_self_attn_layernorm.", m_.hidden_size);
+    own_norm(prefix + "post_mlp_layernorm.", m_.hidden_size);
+  }
+  if (layer.mlp == Mlp::moe && m_.moe.norms_apart) {
+    own_norm(prefix + "pre_shared_expert_layernorm.", m_.hidden_size);
+    own_norm(prefix + "post_ffn_layernorm.", m_.hidden_size);
+  }
+  if (const std::int64_t p = m_.per_layer_input.size; p > 0) {
+    add(prefix + "per_layer_input_gate.weight", {p, m_.hidden_size});
+    add(prefix + "per_layer_projection.weight", {m_.hidden_size, p});
+    own_norm(prefix + "post_per_layer_input_norm.", m_.hidden_size);
   }
 }
 
@@ -263,6 +291,10 @@ void ParamEmitter::moe(const std::string& p) {
   const std::string m = p + "mlp.";
   norm(p + "pre_mlp_layernorm.", h);
   linear(m + "router.", moe.num_experts, h, m_.add_bias_linear);
+  if (moe.router_scales) {
+    add(m + "router.per_expert_scale", {moe.num_experts});
+    add(m + "router.scale", {h});
+  }
   if (moe.latent_size > 0) {
     linear(m + "fc1_latent_proj.", moe.latent_size, h, m_.add_bias_linear);
     linear(m + "fc2_latent_proj.", h, moe.latent_size, m_.add_bias_linear);
@@ -272,6 +304,10 @@ void ParamEmitter::moe(const std::string& p) {
     const std::string shared = m + "shared_experts.";
     if (moe.shared_expert_gate) add(shared + "gate_weight", {1, h});
     dense_mlp(shared, moe.shared_expert_size);
+  }
+  if (moe.norms_apart) {
+    own_norm(m + "post_moe_layernorm.", h);
+    own_norm(m + "post_shared_expert_layernorm.", h);
   }
 }
 

@@ -23,6 +23,8 @@ class ParamEmitter {
   /// pipeline chunk after `stage_offset` decoder layers.
   void mtp_layer(std::int64_t index, std::int64_t stage_offset);
   void output_layer(bool shared);
+  /// The first stage's per-layer input embedding, projection and norm.
+  void per_layer_inputs();
 
  private:
   ChunkParam& add(std::string name, std::vector<std::int64_t> shape);
@@ -36,6 +38,7 @@ class ParamEmitter {
   void gated_delta_net(const std::string& a);
   void dense_mlp(const std::string& m, std::int64_t ffn);
   void moe(const std::string& p);
+  void own_norm(const std::string& prefix, std::int64_t n);
   void experts(const std::string& e);
   void grouped_experts(const std::string& e, std::int64_t fc1, std::int64_t fc2_in);
   void linear_replacement(const std::string& prefix);

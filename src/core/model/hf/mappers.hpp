@@ -88,5 +88,6 @@ void map_hy_v3(Config&, ModelSpec&, Notes&);         // ling_hy.cpp
 void map_mimo_v2_flash(Config&, ModelSpec&, Notes&);  // mimo_v2.cpp
 void map_step3p5(Config&, ModelSpec&, Notes&);        // step.cpp
 void map_falcon_h1(Config&, ModelSpec&, Notes&);      // falcon_h1.cpp
+void map_gemma4(Config&, ModelSpec&, Notes&);         // gemma4.cpp
 
 }  // namespace paramlayout::hf
