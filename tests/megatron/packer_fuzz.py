@@ -73,6 +73,11 @@ def main():
         for case in range(args.cases):
             small = case % 2 == 1
             manifest, options = (small_case if small else differential.random_case)(rng)
+            for p in manifest["params"]:
+                # The differential's generator makes some nvfp4 params Megatron-LM refuses
+                # (an odd last dimension); the packers are compared on valid manifests.
+                if p.get("storage") == "nvfp4" and p["shape"]:
+                    p["shape"][-1] += p["shape"][-1] % 2
             wrong = failures(args.binary, tmp, manifest, options)
             if wrong:
                 failed += 1

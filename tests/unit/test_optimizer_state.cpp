@@ -12,8 +12,14 @@
 //   the precision-aware optimizer reads the grad buffer's shard (:2790, decoupled_grad).
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
+#include "job/optimizer_charge.hpp"
+#include "paramlayout/manifest.hpp"
 #include "paramlayout/megatron_args.hpp"
 #include "paramlayout/optimizer_state.hpp"
+#include "paramlayout/plan.hpp"
+#include "paramlayout/stats.hpp"
 #include "test_support.hpp"
 
 using namespace paramlayout;
@@ -380,5 +386,40 @@ TEST_SUITE("job-optimizer-state") {
       CHECK(heaviest < previous);
       previous = heaviest;
     }
+  }
+}
+
+TEST_SUITE("job-optimizer-state") {
+  TEST_CASE("the distributed optimizer keeps state for its shard's params, not its padding") {
+    // 16 one-element bfloat16 params at dp 8: Megatron-LM starts each at a multiple of 64
+    // (param_layout.py's alignment for the distributed optimizer), so the buffer is 1,024
+    // elements and each rank's shard of 128 holds two params and 126 elements of padding.
+    // Its state is made per param range (shard_main_param, distrib_optimizer.py:412-467):
+    // 2 elements x (4 float32 main + 8 moments + 4 for the float32 copy of the bfloat16
+    // grad, distrib_optimizer.py:2792) = 32 bytes, not 128 x 16.
+    std::string text = R"({"schema": "paramlayout.manifest/v1", "params": [)";
+    for (int i = 0; i < 16; ++i) {
+      text += fmt::format(R"({}{{"name": "b{}", "shape": [1], "dtype": "bfloat16"}})",
+                          i > 0 ? ", " : "", i);
+    }
+    text += "]}";
+    JobChunk chunk;
+    chunk.manifest = expect_ok(parse_manifest(text, "m.json"));
+    PlanOptions options;
+    options.dp = 8;
+    chunk.layout = expect_ok(plan(chunk.manifest, options));
+    REQUIRE(chunk.layout.buffers.size() == 1);
+    const BufferLayout& b = chunk.layout.buffers[0];
+    REQUIRE(b.numel == 1024);
+    REQUIRE(b.num_shards == 8);
+    for (const ParamSlot& slot : b.params) CHECK(slot.start % 64 == 0);
+    chunk.stats = expect_ok(layout_stats(chunk.layout, chunk.manifest));
+    JobSpec job;
+    job.optimizer.distributed = true;
+    JobPlan jobs;
+    jobs.chunks.push_back(std::move(chunk));
+    REQUIRE(charge_optimizer_state(job, jobs));
+    REQUIRE(b.key.grad_dtype == DType::bfloat16);
+    CHECK(jobs.chunks[0].stats.bytes_per_rank.optimizer == 2 * 16);
   }
 }

@@ -23,6 +23,26 @@ Error too_large(const ChunkPlacement& at) {
                            at.chunk)};
 }
 
+/// The most param elements one rank's shard of `b` holds: the distributed optimizer keeps
+/// state for the param ranges of its shard, never for padding (shard_main_param,
+/// distrib_optimizer.py:412-467).
+std::int64_t heaviest_shard_elements(const BufferLayout& b) {
+  const std::int64_t shards = b.num_shards.value_or(1);
+  std::vector<std::int64_t> owned(static_cast<std::size_t>(shards), 0);
+  for (const ParamSlot& slot : b.params) {
+    if (slot.end <= slot.start) continue;
+    const BucketRange& bucket = b.buckets[static_cast<std::size_t>(slot.bucket)];
+    const std::int64_t shard = bucket.size() / shards;
+    const RankRange ranks = owner_ranks(bucket, shards, slot.start, slot.end);
+    for (std::int64_t r = ranks.first; r <= ranks.last; ++r) {
+      const std::int64_t lo = std::max(slot.start, bucket.start + r * shard);
+      const std::int64_t hi = std::min(slot.end, bucket.start + (r + 1) * shard);
+      owned[static_cast<std::size_t>(r)] += hi - lo;
+    }
+  }
+  return owned.empty() ? 0 : *std::max_element(owned.begin(), owned.end());
+}
+
 /// The heaviest rank's optimizer bytes for buffer `b` of a chunk.
 Result<std::int64_t> buffer_state(const JobSpec& job, const ChunkPlacement& at,
                                   const BufferLayout& b, const ParamIndex& params) {
@@ -48,7 +68,7 @@ Result<std::int64_t> buffer_state(const JobSpec& job, const ChunkPlacement& at,
   }
   if (b.strategy == Strategy::sequential_dp) {
     // The distributed optimizer's shard: one optimizer per buffer, the same
-    // bytes for every element it owns (its shard, padding included).
+    // bytes for every param element it owns.
     Param vector;
     vector.shape = {1};
     const ParamOptimizer optimizer = param_optimizer(o, vector);  // the scalar optimizer's
@@ -62,9 +82,8 @@ Result<std::int64_t> buffer_state(const JobSpec& job, const ChunkPlacement& at,
             at.stage, at.chunk, p->name, to_string(mine))};
       }
     }
-    const std::int64_t owned = b.numel / b.num_shards.value_or(1);
     const std::optional<std::int64_t> bytes =
-        checked_mul(owned, optimizer_state_bytes(o, optimizer, StateHolder::distributed,
+        checked_mul(heaviest_shard_elements(b), optimizer_state_bytes(o, optimizer, StateHolder::distributed,
                                                  b.key.param_dtype, b.key.grad_dtype)
                                .total());
     if (!bytes) return too_large(at);
