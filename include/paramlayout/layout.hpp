@@ -184,4 +184,16 @@ struct RankRange {
 RankRange owner_ranks(const BucketRange& bucket, std::int64_t num_shards, std::int64_t start,
                       std::int64_t end);
 
+/// Elements [start, end) of one rank's shard of a bucket.
+struct ShardPiece {
+  std::int64_t rank = 0;
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+};
+
+/// Elements [start, end) of `bucket`, cut where the shards of `num_shards` ranks meet: one
+/// piece per owner rank (owner_ranks), in rank order. Same requirements as owner_ranks.
+std::vector<ShardPiece> shard_pieces(const BucketRange& bucket, std::int64_t num_shards,
+                                     std::int64_t start, std::int64_t end);
+
 }  // namespace paramlayout

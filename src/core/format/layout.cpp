@@ -78,4 +78,16 @@ RankRange owner_ranks(const BucketRange& bucket, std::int64_t num_shards, std::i
   return {(start - bucket.start) / shard, (end - 1 - bucket.start) / shard};
 }
 
+std::vector<ShardPiece> shard_pieces(const BucketRange& bucket, std::int64_t num_shards,
+                                     std::int64_t start, std::int64_t end) {
+  const std::int64_t shard = bucket.size() / num_shards;
+  const RankRange ranks = owner_ranks(bucket, num_shards, start, end);
+  std::vector<ShardPiece> pieces;
+  for (std::int64_t r = ranks.first; r <= ranks.last; ++r) {
+    pieces.push_back({r, std::max(start, bucket.start + r * shard),
+                      std::min(end, bucket.start + (r + 1) * shard)});
+  }
+  return pieces;
+}
+
 }  // namespace paramlayout

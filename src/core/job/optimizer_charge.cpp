@@ -32,12 +32,8 @@ std::int64_t heaviest_shard_elements(const BufferLayout& b) {
   for (const ParamSlot& slot : b.params) {
     if (slot.end <= slot.start) continue;
     const BucketRange& bucket = b.buckets[static_cast<std::size_t>(slot.bucket)];
-    const std::int64_t shard = bucket.size() / shards;
-    const RankRange ranks = owner_ranks(bucket, shards, slot.start, slot.end);
-    for (std::int64_t r = ranks.first; r <= ranks.last; ++r) {
-      const std::int64_t lo = std::max(slot.start, bucket.start + r * shard);
-      const std::int64_t hi = std::min(slot.end, bucket.start + (r + 1) * shard);
-      owned[static_cast<std::size_t>(r)] += hi - lo;
+    for (const ShardPiece& piece : shard_pieces(bucket, shards, slot.start, slot.end)) {
+      owned[static_cast<std::size_t>(piece.rank)] += piece.end - piece.start;
     }
   }
   return owned.empty() ? 0 : *std::max_element(owned.begin(), owned.end());

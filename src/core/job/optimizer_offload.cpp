@@ -78,12 +78,9 @@ Result<void> charge_offload_kept(const JobSpec& job, JobPlan& plan) {
       for (const ParamSlot& slot : b.params) {
         const Param& p = *params.at(slot.name);
         const BucketRange& bucket = b.buckets[static_cast<std::size_t>(slot.bucket)];
-        const std::int64_t shard = bucket.size() / shards;
-        const RankRange ranks = owner_ranks(bucket, shards, slot.start, slot.end);
-        for (std::int64_t r = ranks.first; r <= ranks.last; ++r) {
-          const std::int64_t lo = std::max(slot.start, bucket.start + r * shard);
-          const std::int64_t hi = std::min(slot.end, bucket.start + (r + 1) * shard);
-          pieces.push_back({r, group_order(o, p), sixteen_bit, ci, bi, lo, hi - lo, kept});
+        for (const ShardPiece& s : shard_pieces(bucket, shards, slot.start, slot.end)) {
+          pieces.push_back({s.rank, group_order(o, p), sixteen_bit, ci, bi, s.start,
+                            s.end - s.start, kept});
         }
       }
     }
