@@ -148,6 +148,25 @@ class CudaStandIn:
         return CudaStandIn(self._numel, torch.float32, self.is_cuda)
 
 
+class ManifestChunk:
+    """A model chunk of bfloat16 tensors shaped as a manifest's params, with the attributes
+    Megatron-LM's optimizer builder reads (allreduce, is_embedding_or_output_parameter,
+    use_muon)."""
+
+    def __init__(self, manifest):
+        import torch
+        self.tensors = []
+        for p in manifest:
+            t = torch.nn.Parameter(torch.zeros(p["shape"], dtype=torch.bfloat16))
+            t.allreduce = not p.get("expert_parallel", False)
+            t.is_embedding_or_output_parameter = p.get("embedding_or_output", False)
+            t.use_muon = p.get("use_muon", True)
+            self.tensors.append((p["name"], t))
+
+    def named_parameters(self):
+        return iter(self.tensors)
+
+
 def offload_kept_bytes(binary, fraction):
     """job's optimizer bytes and Megatron-LM's, for the offload fraction."""
     import torch
@@ -168,19 +187,7 @@ def offload_kept_bytes(binary, fraction):
         for p in buffer["params"]:
             position[p["name"]] = (b, p["start"])
 
-    class Chunk:
-        def __init__(self):
-            self.tensors = []
-            for p in manifest:
-                t = torch.nn.Parameter(torch.zeros(p["shape"], dtype=torch.bfloat16))
-                t.allreduce = not p.get("expert_parallel", False)
-                t.is_embedding_or_output_parameter = p.get("embedding_or_output", False)
-                self.tensors.append((p["name"], t))
-
-        def named_parameters(self):
-            return iter(self.tensors)
-
-    chunk = Chunk()
+    chunk = ManifestChunk(manifest)
     name_of = {id(t): n for n, t in chunk.tensors}
     config = OptimizerConfig(optimizer="adam", lr=1e-3, bf16=True)
     groups = _get_param_groups([chunk], config, get_standard_config_overrides(config))
@@ -240,20 +247,7 @@ def dealt_bytes(binary, world, extra):
     decoupled = float(args[args.index("--decoupled-lr") + 1]) if "--decoupled-lr" in args \
         else None
 
-    class Chunk:
-        def __init__(self):
-            self.tensors = []
-            for p in manifest:
-                t = torch.nn.Parameter(torch.zeros(p["shape"], dtype=torch.bfloat16))
-                t.allreduce = not p.get("expert_parallel", False)
-                t.is_embedding_or_output_parameter = p.get("embedding_or_output", False)
-                t.use_muon = p.get("use_muon", True)
-                self.tensors.append((p["name"], t))
-
-        def named_parameters(self):
-            return iter(self.tensors)
-
-    chunk = Chunk()
+    chunk = ManifestChunk(manifest)
     config = OptimizerConfig(optimizer=name, lr=1e-3, bf16=True, decoupled_lr=decoupled,
                              apply_wd_to_qk_layernorm="--apply-wd-to-qk-layernorm" in args)
     overrides = get_standard_config_overrides(config)
