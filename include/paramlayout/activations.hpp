@@ -1,0 +1,26 @@
+// The activation memory of each pipeline stage's ranks, estimated term by term from the
+// launch's micro-batch, sequence length, schedule, parallel sizes and recompute choices.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "paramlayout/error.hpp"
+#include "paramlayout/job.hpp"
+#include "paramlayout/memory_term.hpp"
+
+namespace paramlayout {
+
+/// What one rank of a pipeline stage holds for backward at its peak: each term already counts
+/// the micro-batches in flight on that stage.
+struct StageActivations {
+  std::int64_t stage = 0;
+  std::int64_t microbatches_in_flight = 0;
+  std::vector<MemoryTerm> terms;  ///< every term an estimate
+};
+
+/// One entry per pipeline stage, in order. Fails when a figure does not fit in 64 bits.
+Result<std::vector<StageActivations>> estimate_activations(const JobSpec& job,
+                                                           const JobPlan& plan);
+
+}  // namespace paramlayout
