@@ -19,7 +19,12 @@ struct StageActivations {
   std::vector<MemoryTerm> terms;  ///< every term an estimate
 };
 
-/// One entry per pipeline stage, in order. Fails when a figure does not fit in 64 bits.
+/// Micro-batches per step on each data-parallel rank: global batch / (micro batch x dp), at
+/// least 1 (megatron/core/num_microbatches_calculator.py:386).
+std::int64_t microbatches_per_step(const JobSpec& job);
+
+/// One entry per pipeline stage, in order; no terms where the launch gives no --seq-length.
+/// Fails when a figure does not fit in 64 bits.
 Result<std::vector<StageActivations>> estimate_activations(const JobSpec& job,
                                                            const JobPlan& plan);
 

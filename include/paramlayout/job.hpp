@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "paramlayout/activation_options.hpp"
 #include "paramlayout/error.hpp"
 #include "paramlayout/layout.hpp"
 #include "paramlayout/manifest.hpp"
@@ -46,6 +47,7 @@ struct JobSpec {
   Strategy strategy = Strategy::unpadded;
   OptimizerOptions optimizer;  ///< what decides the optimizer state's bytes per element
   QuantizedParams quantized;   ///< fp8 / fp4 param storage
+  ActivationOptions activations;  ///< what decides the activation memory estimate
   Packer packer = Packer::megatron;
   bool pad_for_high_nccl_busbw = false;
   /// Bucketing: none without --overlap-grad-reduce; else --ddp-bucket-size, or the rank's

@@ -125,6 +125,8 @@ struct JobCommand {
   std::string packer = "megatron";
   std::string model;  ///< "" for a name from the config's path
   bool quiet = false;
+  std::string gpu_memory;         ///< "" or GiB or a GPU's name: the peak is held against it
+  double headroom_gib = 4;        ///< set aside for what the memory figures do not model
   std::vector<std::string> args;  ///< Megatron-LM's arguments
 };
 void setup_job(CLI::App& sub, JobCommand& command);

@@ -1,0 +1,98 @@
+#include "memory_table.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+
+#include "paramlayout/text.hpp"
+
+namespace paramlayout::cli {
+namespace {
+
+std::string bytes_text(std::int64_t bytes) { return human_bytes(static_cast<double>(bytes)); }
+
+std::string schedule_name(const JobSpec& job) {
+  if (job.parallel.pp == 1) return "no pipelining";
+  if (job.parallel.vpp > 1) return fmt::format("interleaved 1F1B ({} chunks)", job.parallel.vpp);
+  return "1F1B";
+}
+
+std::string recompute_name(const ActivationOptions& o) {
+  if (o.recompute == Recompute::none) return "no recompute";
+  if (o.recompute == Recompute::selective) return "selective recompute";
+  return fmt::format("full recompute ({}, {} layers)",
+                     o.method == RecomputeMethod::block ? "block" : "uniform",
+                     o.recompute_num_layers);
+}
+
+/// "+23.4 GiB" of room or "-5.1 GiB" missing.
+std::string room_text(std::int64_t room) {
+  return (room >= 0 ? "+" : "-") + bytes_text(room >= 0 ? room : -room);
+}
+
+}  // namespace
+
+Result<GpuBudget> parse_gpu_memory(const std::string& text) {
+  if (const std::optional<std::int64_t> bytes = gpu_memory_bytes(text)) {
+    return GpuBudget{text, *bytes};
+  }
+  double gib = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), gib);
+  if (ec != std::errc{} || end != text.data() + text.size() || !std::isfinite(gib) || gib <= 0 ||
+      gib > 1 << 20) {
+    return Error{fmt::format("--gpu-memory: expected GiB (a number > 0) or a GPU ({}), got '{}'",
+                             known_gpu_names(), text)};
+  }
+  return GpuBudget{"", std::llround(gib * static_cast<double>(1 << 30))};
+}
+
+std::string describe_activation_inputs(const JobSpec& job) {
+  const ActivationOptions& o = job.activations;
+  return fmt::format("micro batch {} x sequence {}{}, {} micro-batch{} per step, {}, {}",
+                     o.micro_batch_size, o.seq_length,
+                     o.sequence_parallel ? " (sequence parallel)" : "",
+                     microbatches_per_step(job), microbatches_per_step(job) == 1 ? "" : "es",
+                     schedule_name(job), recompute_name(o));
+}
+
+void print_memory_table(std::FILE* out, const JobSpec& job, const std::vector<RankMemory>& stages,
+                        const std::optional<GpuBudget>& gpu, std::int64_t headroom) {
+  const bool estimated = !stages.empty() && stages.front().has_activations();
+  fmt::print(out, "\n  memory per rank: persistent exact (DDP's buffers, optimizer state), ");
+  if (estimated) {
+    fmt::print(out, "activations and peak estimated\n    for {}\n", describe_activation_inputs(job));
+  } else {
+    fmt::print(out, "activations and peak need --seq-length\n");
+  }
+  const std::string fits =
+      gpu ? fmt::format("room on {}", gpu->name.empty() ? bytes_text(gpu->bytes) : gpu->name) : "";
+  constexpr const char* kRow = "  {:>5} {:>9}  {:>12} {:>12} {:>12}  {:>14}\n";
+  fmt::print(out, kRow, "stage", "in flight", "persistent", "activations", "peak", fits);
+  for (const RankMemory& m : stages) {
+    const bool known = m.has_activations();
+    const std::string room =
+        gpu && known ? room_text(gpu->bytes - headroom - m.peak_bytes) : "";
+    fmt::print(out, kRow, m.stage, known ? fmt::format("{}", m.activations.microbatches_in_flight) : "-",
+               bytes_text(m.persistent_bytes), known ? bytes_text(m.activation_bytes) : "-",
+               known ? bytes_text(m.peak_bytes) : "-", room);
+  }
+  if (!estimated) return;
+  const RankMemory& top = stages[static_cast<std::size_t>(heaviest_peak_stage(stages))];
+  fmt::print(out, "  heaviest rank by peak: stage {}, {} (persistent {}, activations {})",
+             top.stage, bytes_text(top.peak_bytes), bytes_text(top.persistent_bytes),
+             bytes_text(top.activation_bytes));
+  if (gpu) {
+    const std::int64_t room = gpu->bytes - headroom - top.peak_bytes;
+    fmt::print(out, "\n  {} on {} ({}) with {} headroom: {} {}", room >= 0 ? "fits" : "does not fit",
+               gpu->name.empty() ? "the GPU" : gpu->name, bytes_text(gpu->bytes),
+               bytes_text(headroom), bytes_text(room >= 0 ? room : -room),
+               room >= 0 ? "to spare" : "short");
+  }
+  fmt::print(out,
+             "\n  not modelled, left to the headroom: NCCL's buffers, the CUDA context, cuBLAS and "
+             "Transformer Engine\n    workspaces, allocator fragmentation, the step's transient "
+             "buffers (docs/memory.md)\n");
+}
+
+}  // namespace paramlayout::cli

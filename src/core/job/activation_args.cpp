@@ -1,0 +1,68 @@
+#include "activation_args.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace paramlayout {
+
+std::string_view to_string(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "none";
+}
+
+}  // namespace paramlayout
+
+namespace paramlayout::job {
+namespace {
+
+void read_recompute(ArgMap& a, ActivationOptions& o) {
+  const std::optional<std::string> granularity = a.string("--recompute-granularity");
+  if (granularity == "full") o.recompute = Recompute::full;
+  if (granularity == "selective") o.recompute = Recompute::selective;
+  // arguments.py:607-608: --recompute-activations is selective recompute.
+  if (a.flag("--recompute-activations")) o.recompute = Recompute::selective;
+  const std::optional<std::string> method = a.string("--recompute-method");
+  if (method && o.recompute == Recompute::selective) {
+    // arguments.py:1425-1428
+    a.fail("--recompute-method", "is not supported with selective recompute (Megatron-LM: "
+                                 "\"recompute method is not yet supported for selective "
+                                 "recomputing granularity\")");
+    return;
+  }
+  if (method == "block") o.method = RecomputeMethod::block;
+  o.recompute_num_layers = a.integer("--recompute-num-layers", 1, 0);
+  if (const std::optional<std::vector<std::string>> modules = a.values("--recompute-modules")) {
+    // transformer_config.py: the default is ["core_attn"].
+    o.recompute_core_attention =
+        std::find(modules->begin(), modules->end(), "core_attn") != modules->end();
+    o.recompute_mlp = std::find(modules->begin(), modules->end(), "mlp") != modules->end();
+  }
+}
+
+}  // namespace
+
+void read_activation_args(ArgMap& a, JobSpec& job) {
+  ActivationOptions& o = job.activations;
+  o.micro_batch_size = a.integer("--micro-batch-size", 1, 1);
+  o.seq_length = a.integer("--seq-length", 0, 1);
+  // arguments.py:1435-1439: sequence parallelism is turned off at tensor parallel size 1.
+  o.sequence_parallel = a.flag("--sequence-parallel") && job.parallel.tp > 1;
+  // arguments.py:703: the global batch defaults to micro batch x data parallel size.
+  const std::int64_t per_step = o.micro_batch_size * job.dp;
+  o.global_batch_size = a.integer("--global-batch-size", per_step, 1);
+  if (o.global_batch_size % per_step != 0) {
+    job.notes.push_back(fmt::format(
+        "--global-batch-size {} is not a multiple of micro batch x dp = {}: Megatron-LM's "
+        "microbatch calculator refuses it at start-up (num_microbatches_calculator.py:382)",
+        o.global_batch_size, per_step));
+  }
+  o.moe_router_topk = a.integer("--moe-router-topk", 2, 1);
+  read_recompute(a, o);
+}
+
+}  // namespace paramlayout::job
