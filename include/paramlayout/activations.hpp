@@ -17,6 +17,8 @@ struct StageActivations {
   std::int64_t stage = 0;
   std::int64_t microbatches_in_flight = 0;
   std::vector<MemoryTerm> terms;  ///< every term an estimate
+
+  bool operator==(const StageActivations&) const = default;
 };
 
 /// Micro-batches per step on each data-parallel rank: global batch / (micro batch x dp), at

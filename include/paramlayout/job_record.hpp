@@ -10,6 +10,7 @@
 
 #include "paramlayout/error.hpp"
 #include "paramlayout/job.hpp"
+#include "paramlayout/rank_memory.hpp"
 #include "paramlayout/stats.hpp"
 
 namespace paramlayout {
@@ -81,6 +82,8 @@ struct JobRecord {
   std::vector<JobRecordChunk> chunks;  ///< stage-major
   std::int64_t heaviest_stage = 0;
   BytesPerRank heaviest_stage_bytes;
+  std::string memory_inputs;       ///< what the activations are estimated for; "" for none
+  std::vector<RankMemory> memory;  ///< each stage's rank memory, in order (none: not recorded)
   std::optional<LaunchRecord> launch;  ///< absent in a job.json that does not record it
   bool operator==(const JobRecord&) const = default;
 };

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -26,10 +27,16 @@ struct RankMemory {
 
   /// Whether the launch gave what the activations need (its --seq-length).
   bool has_activations() const { return !activations.terms.empty(); }
+
+  bool operator==(const RankMemory&) const = default;
 };
 
 /// Every stage's rank memory, in order; fails when a figure does not fit in 64 bits.
 Result<std::vector<RankMemory>> rank_memory(const JobSpec& job, const JobPlan& plan);
+
+/// The launch's activation inputs in a line: "micro batch 1 x sequence 4096, 8 micro-batches
+/// per step, 1F1B, selective recompute"; "" without --seq-length.
+std::string describe_activation_inputs(const JobSpec& job);
 
 /// The stage whose peak is the largest (the first of them).
 std::int64_t heaviest_peak_stage(const std::vector<RankMemory>& stages);

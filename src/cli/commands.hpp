@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io.hpp"
+#include "memory_table.hpp"
 #include "paramlayout/error.hpp"
 
 namespace paramlayout::cli {
@@ -93,6 +94,7 @@ struct StatsCommand {
   std::string manifest;
   bool json = false;
   double link_gbps = 0;  ///< 0: no time estimate
+  GpuMemoryOptions gpu;  ///< --gpu-memory, --headroom (a job's)
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 void setup_stats(CLI::App& sub, StatsCommand& command);
@@ -125,8 +127,7 @@ struct JobCommand {
   std::string packer = "megatron";
   std::string model;  ///< "" for a name from the config's path
   bool quiet = false;
-  std::string gpu_memory;         ///< "" or GiB or a GPU's name: the peak is held against it
-  double headroom_gib = 4;        ///< set aside for what the memory figures do not model
+  GpuMemoryOptions gpu;           ///< --gpu-memory, --headroom
   std::vector<std::string> args;  ///< Megatron-LM's arguments
 };
 void setup_job(CLI::App& sub, JobCommand& command);

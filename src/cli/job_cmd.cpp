@@ -2,7 +2,6 @@
 // and layout, job.json, and the memory each stage needs per rank.
 #include <fmt/format.h>
 
-#include <cmath>
 #include <filesystem>
 
 #include "commands.hpp"
@@ -94,16 +93,7 @@ void setup_job(CLI::App& sub, JobCommand& command) {
                  "Plan again the launch an earlier job recorded (its directory or job.json), "
                  "with the files it read as they are now")
       ->type_name("JOB");
-  sub.add_option("--gpu-memory", command.gpu_memory,
-                 "Say whether each stage's peak fits this GPU: GiB, or H100, H200, B200, "
-                 "A100-40, A100-80")
-      ->type_name("GIB|GPU");
-  sub.add_option("--headroom", command.headroom_gib,
-                 "GiB set aside on the GPU for what the figures do not model (NCCL, CUDA "
-                 "context, workspaces, fragmentation)")
-      ->type_name("GIB")
-      ->check(CLI::Range(0.0, 1024.0))
-      ->capture_default_str();
+  add_gpu_memory_options(sub, command.gpu);
   sub.add_flag("-q,--quiet", command.quiet, "No summary");
   sub.add_option("ARGS", command.args,
                  "Megatron-LM's training arguments, after --, as in the launch script")
@@ -118,12 +108,8 @@ void setup_job(CLI::App& sub, JobCommand& command) {
 Result<ExitCode> run_job(const JobCommand& command) {
   Result<LaunchInput> input = launch_input(command);
   if (!input) return input.error();
-  std::optional<GpuBudget> gpu;
-  if (!command.gpu_memory.empty()) {
-    Result<GpuBudget> parsed = parse_gpu_memory(command.gpu_memory);
-    if (!parsed) return parsed.error();
-    gpu = *parsed;
-  }
+  Result<std::optional<GpuBudget>> gpu = gpu_budget(command.gpu);
+  if (!gpu) return gpu.error();
   Result<PlannedLaunch> planned = plan_launch(input->launch, input->recorded_in);
   if (!planned) return planned.error();
   const JobSpec& job = planned->spec;
@@ -156,8 +142,8 @@ Result<ExitCode> run_job(const JobCommand& command) {
                       .optimizer_state =
                           describe_optimizer_state(job.optimizer, job.param_dtype, grad)});
     print_job_table(stdout, record, *stats);
-    print_memory_table(stdout, job, *memory, gpu,
-                       std::llround(command.headroom_gib * static_cast<double>(1 << 30)));
+    print_memory_table(stdout, describe_activation_inputs(job), *memory, *gpu,
+                       command.gpu.headroom_bytes());
     if (!command.output.empty()) {
       fmt::print("wrote {} files to {}: job.json, each stageS.chunkC's manifest and layout{}\n",
                  2 * plan.chunks.size() + kept.size() + 1, command.output,

@@ -12,20 +12,6 @@ namespace {
 
 std::string bytes_text(std::int64_t bytes) { return human_bytes(static_cast<double>(bytes)); }
 
-std::string schedule_name(const JobSpec& job) {
-  if (job.parallel.pp == 1) return "no pipelining";
-  if (job.parallel.vpp > 1) return fmt::format("interleaved 1F1B ({} chunks)", job.parallel.vpp);
-  return "1F1B";
-}
-
-std::string recompute_name(const ActivationOptions& o) {
-  if (o.recompute == Recompute::none) return "no recompute";
-  if (o.recompute == Recompute::selective) return "selective recompute";
-  return fmt::format("full recompute ({}, {} layers)",
-                     o.method == RecomputeMethod::block ? "block" : "uniform",
-                     o.recompute_num_layers);
-}
-
 /// "+23.4 GiB" of room or "-5.1 GiB" missing.
 std::string room_text(std::int64_t room) {
   return (room >= 0 ? "+" : "-") + bytes_text(room >= 0 ? room : -room);
@@ -33,9 +19,28 @@ std::string room_text(std::int64_t room) {
 
 }  // namespace
 
-Result<GpuBudget> parse_gpu_memory(const std::string& text) {
+std::int64_t GpuMemoryOptions::headroom_bytes() const {
+  return std::llround(headroom_gib * static_cast<double>(1 << 30));
+}
+
+void add_gpu_memory_options(CLI::App& sub, GpuMemoryOptions& options) {
+  sub.add_option("--gpu-memory", options.gpu,
+                 "Say whether each stage's peak fits this GPU: GiB, or H100, H200, B200, "
+                 "A100-40, A100-80")
+      ->type_name("GIB|GPU");
+  sub.add_option("--headroom", options.headroom_gib,
+                 "GiB set aside on the GPU for what the figures do not model (NCCL, CUDA "
+                 "context, workspaces, fragmentation)")
+      ->type_name("GIB")
+      ->check(CLI::Range(0.0, 1024.0))
+      ->capture_default_str();
+}
+
+Result<std::optional<GpuBudget>> gpu_budget(const GpuMemoryOptions& options) {
+  const std::string& text = options.gpu;
+  if (text.empty()) return std::optional<GpuBudget>{};
   if (const std::optional<std::int64_t> bytes = gpu_memory_bytes(text)) {
-    return GpuBudget{text, *bytes};
+    return std::optional<GpuBudget>{GpuBudget{text, *bytes}};
   }
   double gib = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), gib);
@@ -44,24 +49,16 @@ Result<GpuBudget> parse_gpu_memory(const std::string& text) {
     return Error{fmt::format("--gpu-memory: expected GiB (a number > 0) or a GPU ({}), got '{}'",
                              known_gpu_names(), text)};
   }
-  return GpuBudget{"", std::llround(gib * static_cast<double>(1 << 30))};
+  return std::optional<GpuBudget>{GpuBudget{"", std::llround(gib * static_cast<double>(1 << 30))}};
 }
 
-std::string describe_activation_inputs(const JobSpec& job) {
-  const ActivationOptions& o = job.activations;
-  return fmt::format("micro batch {} x sequence {}{}, {} micro-batch{} per step, {}, {}",
-                     o.micro_batch_size, o.seq_length,
-                     o.sequence_parallel ? " (sequence parallel)" : "",
-                     microbatches_per_step(job), microbatches_per_step(job) == 1 ? "" : "es",
-                     schedule_name(job), recompute_name(o));
-}
-
-void print_memory_table(std::FILE* out, const JobSpec& job, const std::vector<RankMemory>& stages,
+void print_memory_table(std::FILE* out, const std::string& inputs,
+                        const std::vector<RankMemory>& stages,
                         const std::optional<GpuBudget>& gpu, std::int64_t headroom) {
   const bool estimated = !stages.empty() && stages.front().has_activations();
   fmt::print(out, "\n  memory per rank: persistent exact (DDP's buffers, optimizer state), ");
   if (estimated) {
-    fmt::print(out, "activations and peak estimated\n    for {}\n", describe_activation_inputs(job));
+    fmt::print(out, "activations and peak estimated\n    for {}\n", inputs);
   } else {
     fmt::print(out, "activations and peak need --seq-length\n");
   }

@@ -2,6 +2,8 @@
 // peak (estimated), and whether the peak fits the GPU the user names.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -20,17 +22,23 @@ struct GpuBudget {
   std::int64_t bytes = 0;
 };
 
-/// `--gpu-memory`: a size in GiB ("80", "79.5") or a GPU's name (gpu_memory_bytes).
-Result<GpuBudget> parse_gpu_memory(const std::string& text);
+/// `--gpu-memory` and `--headroom`, as `job` and `stats JOB` take them.
+struct GpuMemoryOptions {
+  std::string gpu;          ///< "", GiB ("80", "79.5") or a GPU's name (gpu_memory_bytes)
+  double headroom_gib = 4;  ///< set aside for what the figures do not model
 
-/// The launch's activation inputs in a line: "micro batch 1 x sequence 4096, 8 micro-batches
-/// per step, 1F1B, selective recompute".
-std::string describe_activation_inputs(const JobSpec& job);
+  std::int64_t headroom_bytes() const;
+};
+void add_gpu_memory_options(CLI::App& sub, GpuMemoryOptions& options);
 
-/// Per stage: micro-batches in flight, persistent, activations, peak and, with `gpu`, the
+/// The GPU `--gpu-memory` names; nullopt without it.
+Result<std::optional<GpuBudget>> gpu_budget(const GpuMemoryOptions& options);
+
+/// Per stage (`inputs`: what the activations are estimated for): micro-batches in flight, persistent, activations, peak and, with `gpu`, the
 /// room left (or missing) once `headroom` bytes are set aside; then the heaviest rank by peak
 /// and what the figures leave out.
-void print_memory_table(std::FILE* out, const JobSpec& job, const std::vector<RankMemory>& stages,
+void print_memory_table(std::FILE* out, const std::string& inputs,
+                        const std::vector<RankMemory>& stages,
                         const std::optional<GpuBudget>& gpu, std::int64_t headroom);
 
 }  // namespace paramlayout::cli

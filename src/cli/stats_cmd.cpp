@@ -6,6 +6,7 @@
 #include "io.hpp"
 #include "job_input.hpp"
 #include "job_table.hpp"
+#include "memory_table.hpp"
 #include "paramlayout/job_stats.hpp"
 #include "paramlayout/stats.hpp"
 #include "summary.hpp"
@@ -18,6 +19,8 @@ Result<ExitCode> run_job_stats(const StatsCommand& command) {
   if (Result<void> usage = layout_or_job_usage(true, command.layout, command.manifest); !usage) {
     return usage.error();
   }
+  Result<std::optional<GpuBudget>> gpu = gpu_budget(command.gpu);
+  if (!gpu) return gpu.error();
   Result<JobWithStats> loaded = load_job_with_stats(command.layout, command.max_input);
   if (!loaded) return loaded.error();
   const JobRecord& record = loaded->job.job.record;
@@ -32,6 +35,10 @@ Result<ExitCode> run_job_stats(const StatsCommand& command) {
                     .optimizer_state = record.optimizer_state});
   print_job_table(stdout, record, loaded->stats);
   print_job_traffic_table(stdout, record, loaded->stats, command.link_gbps);
+  if (!record.memory.empty()) {
+    print_memory_table(stdout, record.memory_inputs, record.memory, *gpu,
+                       command.gpu.headroom_bytes());
+  }
   return kExitOk;
 }
 
@@ -41,6 +48,7 @@ void setup_stats(CLI::App& sub, StatsCommand& command) {
   add_layout_or_job(sub, command.layout, command.manifest);
   sub.add_flag("--json", command.json, "One JSON object on stdout");
   add_link_gbps(sub, command.link_gbps);
+  add_gpu_memory_options(sub, command.gpu);
   add_max_input_size(sub, command.max_input);
 }
 

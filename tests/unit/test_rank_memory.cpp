@@ -149,3 +149,11 @@ TEST_CASE("GPUs by name, as their driver reports their memory") {
   CHECK(gpu_memory_bytes("A100") == gpu_memory_bytes("A100-80"));
   CHECK_FALSE(gpu_memory_bytes("V100"));
 }
+
+TEST_CASE("the loss's logits span the padded vocabulary") {
+  // 1000 rows are padded to 1024 (a multiple of 128 x tp) as Megatron-LM's output layer has.
+  const auto stages = memory(test::small_gpt_args(2) +
+                                 Args{"--vocab-size", "1000", "--seq-length", "128"},
+                             1);
+  CHECK(term(stages[0], "output_and_loss") == 4 * kS * kH + 4 * kS * 1024);
+}

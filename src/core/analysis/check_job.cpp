@@ -89,13 +89,33 @@ void check_chunk(const JobRecord& job, const JobChunkFiles& files, Findings& f) 
   f.expect(where, "grads per rank (bytes)", c.bytes_per_rank.grads, stats->bytes_per_rank.grads);
 }
 
-/// The heaviest stage from the chunks' recorded figures, as plan_job picks it.
+/// Each stage's persistent memory terms: its chunks' recorded bytes per rank, added.
+void check_persistent_memory(const JobRecord& job, const std::vector<BytesPerRank>& stages,
+                             Findings& f) {
+  for (const RankMemory& m : job.memory) {
+    const BytesPerRank& b = stages[static_cast<std::size_t>(m.stage)];
+    const std::vector<std::pair<std::string_view, std::int64_t>> expected{
+        {"param_buffers", b.params}, {"grad_buffers", b.grads}, {"optimizer_state", b.optimizer}};
+    for (const auto& [key, bytes] : expected) {
+      std::optional<std::int64_t> recorded;
+      for (const MemoryTerm& t : m.persistent) {
+        if (t.key == key) recorded = t.bytes;
+      }
+      f.expect("job.json", fmt::format("stage {}'s {} per rank (bytes)", m.stage, key), recorded,
+               std::optional<std::int64_t>(bytes));
+    }
+  }
+}
+
+/// The heaviest stage from the chunks' recorded figures, as plan_job picks it, and each
+/// stage's persistent memory.
 void check_heaviest_stage(const JobRecord& job, Findings& f) {
   std::vector<BytesPerRank> stages(static_cast<std::size_t>(job.parallel.pp));
   for (const JobRecordChunk& c : job.chunks) {
     if (c.stage >= job.parallel.pp) return;  // parse_job_json refuses such a record
     if (!stages[static_cast<std::size_t>(c.stage)].add(c.bytes_per_rank)) return;
   }
+  check_persistent_memory(job, stages, f);
   const std::int64_t heaviest = heaviest_stage(stages);
   f.expect("job.json", "heaviest stage", job.heaviest_stage, heaviest);
   const BytesPerRank& b = stages[static_cast<std::size_t>(heaviest)];

@@ -3,6 +3,7 @@
 
 #include "../analysis/figures_json.hpp"
 #include "job_shape_json.hpp"
+#include "memory_json.hpp"
 #include "paramlayout/job_record.hpp"
 #include "paramlayout/layout_json.hpp"
 #include "paramlayout/version.hpp"
@@ -124,6 +125,11 @@ JobRecord job_record(const JobSpec& job, const JobPlan& plan,
   }
   r.heaviest_stage = plan.heaviest_stage;
   r.heaviest_stage_bytes = stage_memory(plan, plan.heaviest_stage).value_or(BytesPerRank{});
+  // rank_memory fails only on figures past 64 bits, which the job command refuses first.
+  if (Result<std::vector<RankMemory>> memory = rank_memory(job, plan)) {
+    r.memory = std::move(*memory);
+    r.memory_inputs = describe_activation_inputs(job);
+  }
   r.launch = launch;
   return r;
 }
@@ -182,7 +188,12 @@ std::string write_job_json(const JobRecord& r) {
   w.raw("\n  ],\n  \"heaviest_stage\": {\"stage\": ").integer(r.heaviest_stage);
   w.raw(", \"bytes_per_rank\": ");
   write_bytes_per_rank(w, r.heaviest_stage_bytes);
-  w.raw("}\n}\n");
+  w.raw("}");
+  if (!r.memory.empty()) {
+    w.raw(",\n  \"memory\": ");
+    write_memory_json(w, r.memory_inputs, r.memory);
+  }
+  w.raw("\n}\n");
   return text;
 }
 

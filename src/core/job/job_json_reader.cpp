@@ -5,6 +5,7 @@
 #include <set>
 
 #include "../format/json_reader.hpp"
+#include "memory_json.hpp"
 #include "paramlayout/job_record.hpp"
 
 namespace paramlayout {
@@ -187,7 +188,7 @@ Result<JobRecord> parse_job_json(std::string_view text, std::string_view source)
       {"schema", "generator", "model", "world_size", "tp", "pp", "vpp", "cp", "ep", "etp", "dp",
        "expert_dp", "strategy", "packer", "param_dtype", "grad_dtype", "dense_shards",
        "expert_shards", "launch", "ignored_arguments", "notes", "chunks", "heaviest_stage",
-       "optimizer_state"},
+       "optimizer_state", "memory"},
       {"schema", "world_size", "tp", "pp", "vpp", "cp", "ep", "etp", "dp", "expert_dp",
        "strategy", "grad_dtype", "ignored_arguments", "chunks", "heaviest_stage"},
       [&](std::size_t slot, json::Element v, const json::Path& p) {
@@ -230,10 +231,17 @@ Result<JobRecord> parse_job_json(std::string_view text, std::string_view source)
                                });
             break;
           case 23: job.optimizer_state = r.string(v, p); break;
+          case 24: read_memory_json(r, v, p, job.memory_inputs, job.memory); break;
           default: break;
         }
       });
   if (!r.failed()) check_chunks(r, job, root.field("chunks"));
+  for (std::size_t i = 0; !r.failed() && i < job.memory.size(); ++i) {
+    if (job.memory[i].stage != static_cast<std::int64_t>(i) || job.memory.size() != static_cast<std::size_t>(par.pp)) {
+      r.fail(root.field("memory").field("stages").item(i),
+             fmt::format("expected stage {} of {}, one entry per pipeline stage in order", i, par.pp));
+    }
+  }
   if (r.failed()) return r.error();
   return job;
 }

@@ -1,3 +1,4 @@
+#include "memory_json.hpp"
 #include "paramlayout/job_stats.hpp"
 
 #include <fmt/format.h>
@@ -135,7 +136,12 @@ std::string job_stats_to_json(const JobRecord& r, const JobStats& s, double link
   w.raw(", \"param_elements\": ").integer(s.param_elements);
   w.raw(", \"padding\": ").integer(s.padding);
   w.raw(", \"padding_percent\": ").raw(percent_text(s.padding_percent()));
-  w.raw("}}");
+  w.raw("}");
+  if (!r.memory.empty()) {
+    w.raw(", \"memory\": ");
+    write_memory_detail_json(w, r.memory_inputs, r.memory);
+  }
+  w.raw("}");
   return text;
 }
 

@@ -3,6 +3,7 @@
 // (grouped query attention, gated MLPs, experts), 16-bit activations; the pipeline schedule's
 // micro-batches in flight from megatron/core/pipeline_parallel/schedules.py:953-965.
 #include "paramlayout/activations.hpp"
+#include "paramlayout/model_chunk.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -119,7 +120,7 @@ ChunkBytes chunk_bytes(const JobSpec& job, const ChunkPlacement& c, const Shape&
     }
   }
   const double sb = x.s * x.b;
-  const double vocab = static_cast<double>(m.vocab_size);
+  const double vocab = static_cast<double>(padded_vocab_size(m, job.parallel.tp));
   const double mtp = static_cast<double>(c.mtp_layers.size());
   if (c.pre_process) out.embedding = 8 * sb + x.replicated(sb * x.h);  // ids, dropout mask
   if (c.post_process || mtp > 0) {
@@ -140,9 +141,8 @@ std::int64_t units_in_flight(const JobSpec& job, std::int64_t stage, std::int64_
   return std::min(microbatches * v, (p - stage - 1) * 2 + (v - 1) * p + 1);
 }
 
-MemoryTerm estimate(std::string key, std::string what, double bytes, std::string source) {
-  return {std::move(key), std::move(what), std::llround(bytes), Exactness::estimate,
-          std::move(source)};
+MemoryTerm estimate(std::string key, double bytes) {
+  return {std::move(key), std::llround(bytes), Exactness::estimate};
 }
 
 }  // namespace
@@ -191,21 +191,11 @@ Result<std::vector<StageActivations>> estimate_activations(const JobSpec& job,
       return Error{"the activation estimate of stage " + std::to_string(stage) +
                    " does not fit in 64 bits"};
     }
-    s.terms.push_back(estimate("decoder_layers", "decoder layers' saved activations",
-                               held.layers, "Korthikanti et al. 2022, Table 2"));
-    if (held.embedding > 0) {
-      s.terms.push_back(estimate("embedding", "token ids and the embedding's dropout mask",
-                                 held.embedding, "theoretical_memory_usage.py:331-342"));
-    }
-    if (held.output > 0) {
-      s.terms.push_back(estimate("output_and_loss",
-                                 "final norm, output layer input, fp32 logits of the loss",
-                                 held.output, "theoretical_memory_usage.py:369-376"));
-    }
+    s.terms.push_back(estimate("decoder_layers", held.layers));
+    if (held.embedding > 0) s.terms.push_back(estimate("embedding", held.embedding));
+    if (held.output > 0) s.terms.push_back(estimate("output_and_loss", held.output));
     if (held.recompute_working_set > 0) {
-      s.terms.push_back(estimate("recompute_working_set",
-                                 "one recomputed group's activations during backward",
-                                 held.recompute_working_set, "transformer_block.py"));
+      s.terms.push_back(estimate("recompute_working_set", held.recompute_working_set));
     }
     out.push_back(std::move(s));
   }

@@ -13,14 +13,9 @@ namespace {
 
 /// The persistent terms of a stage's bytes per rank, from its chunks' layouts.
 std::vector<MemoryTerm> persistent_terms(const BytesPerRank& b) {
-  return {
-      {"param_buffers", "DDP's param buffers (padding included)", b.params, Exactness::exact,
-       "param_and_grad_buffer.py: _ParamAndGradBuffer"},
-      {"grad_buffers", "DDP's grad buffers (padding included)", b.grads, Exactness::exact,
-       "param_and_grad_buffer.py: _ParamAndGradBuffer"},
-      {"optimizer_state", "the optimizer's main params and state, this rank's shard",
-       b.optimizer, Exactness::exact, "optimizer/distrib_optimizer.py, optimizer/optimizer.py"},
-  };
+  return {{"param_buffers", b.params, Exactness::exact},
+          {"grad_buffers", b.grads, Exactness::exact},
+          {"optimizer_state", b.optimizer, Exactness::exact}};
 }
 
 struct Gpu {
@@ -37,7 +32,31 @@ constexpr std::array<Gpu, 6> kGpus{{
     {"A100", 81920},
 }};
 
+std::string schedule_name(const JobSpec& job) {
+  if (job.parallel.pp == 1) return "no pipelining";
+  if (job.parallel.vpp > 1) return fmt::format("interleaved 1F1B ({} chunks)", job.parallel.vpp);
+  return "1F1B";
+}
+
+std::string recompute_name(const ActivationOptions& o) {
+  if (o.recompute == Recompute::none) return "no recompute";
+  if (o.recompute == Recompute::selective) return "selective recompute";
+  return fmt::format("full recompute ({}, {} layers)",
+                     o.method == RecomputeMethod::block ? "block" : "uniform",
+                     o.recompute_num_layers);
+}
+
 }  // namespace
+
+std::string describe_activation_inputs(const JobSpec& job) {
+  const ActivationOptions& o = job.activations;
+  if (o.seq_length == 0) return "";
+  return fmt::format("micro batch {} x sequence {}{}, {} micro-batch{} per step, {}, {}",
+                     o.micro_batch_size, o.seq_length,
+                     o.sequence_parallel ? " (sequence parallel)" : "",
+                     microbatches_per_step(job), microbatches_per_step(job) == 1 ? "" : "es",
+                     schedule_name(job), recompute_name(o));
+}
 
 Result<std::vector<RankMemory>> rank_memory(const JobSpec& job, const JobPlan& plan) {
   Result<std::vector<StageActivations>> activations = estimate_activations(job, plan);
