@@ -303,6 +303,63 @@ class PlanWarnings(unittest.TestCase):
             self.assertEqual(quiet.stderr, "")
 
 
+class Memory(unittest.TestCase):
+    """The memory table: activations against Table 2 worked out by hand, the room left on a
+    GPU against its driver's total less the headroom, and the refusals."""
+    S, B, H, V = 64, 2, 64, 1024  # the vocabulary of 1000 padded to a multiple of 128
+    LINE = SMALL + ["--seq-length", "64", "--micro-batch-size", "2"]
+
+    def job(self, tmp, *args):
+        out = Path(tmp, "job")
+        result = run("job", "--world-size", "1", "-o", out, *args, "--", *self.LINE)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return result.stdout, json.loads((out / "job.json").read_text())["memory"]
+
+    def test_activations_are_table_2s(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            _, memory = self.job(tmp)
+        sb, h = self.S * self.B, self.H
+        stage = memory["stages"][0]
+        self.assertEqual(stage["activations"], {
+            "decoder_layers": 2 * 34 * sb * h,
+            "embedding": 8 * sb + sb * h,
+            "output_and_loss": 4 * sb * h + 4 * sb * self.V})
+        self.assertEqual(stage["peak_bytes"], stage["persistent_bytes"] + sum(
+            stage["activations"].values()))
+        self.assertIn("micro batch 2 x sequence 64", memory["activations_for"])
+
+    def test_room_on_a_gpu(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            stdout, memory = self.job(tmp, "--gpu-memory", "h100", "--headroom", "2")
+        room = (81559 << 20) - (2 << 30) - memory["stages"][0]["peak_bytes"]
+        self.assertIn("fits on h100 (79.65 GiB) with 2.00 GiB headroom", stdout)
+        self.assertIn(f"{room / (1 << 30):.2f} GiB to spare", stdout)
+        self.assertIn("not modelled, left to the headroom", stdout)
+
+    def test_does_not_fit(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            stdout, _ = self.job(tmp, "--gpu-memory", "0.001", "--headroom", "0")
+        self.assertIn("does not fit on the GPU", stdout)
+        self.assertIn("short", stdout)
+
+    def test_without_seq_length(self):
+        result = run("job", "--world-size", "1", "--", *SMALL)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("activations and peak need --seq-length", result.stdout)
+
+    def test_refusals(self):
+        for args, message in [
+                (["--gpu-memory", "V100"], "--gpu-memory: expected GiB (a number > 0) or a GPU"),
+                (["--gpu-memory", "-3"], "--gpu-memory: expected GiB"),
+                (["--", *SMALL, "--recompute-activations", "--recompute-method", "uniform"],
+                 "--recompute-method: is not supported with selective recompute")]:
+            with self.subTest(message):
+                line = args if "--" in args else [*args, "--", *SMALL]
+                result = run("job", "--world-size", "1", *line)
+                self.assertEqual(result.returncode, 2, result.stdout)
+                self.assertIn(message, result.stderr)
+
+
 if __name__ == "__main__":
     BINARY, ROOT = sys.argv[1], Path(sys.argv[2])
     unittest.main(argv=sys.argv[:1], verbosity=2)

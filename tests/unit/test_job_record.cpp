@@ -27,7 +27,7 @@ SmallJob small_job() {
                     Args{"--vocab-size", "1000", "--tensor-model-parallel-size", "2",
                          "--pipeline-model-parallel-size", "2",
                          "--num-layers-per-virtual-pipeline-stage", "2", "--bf16",
-                         "--use-distributed-optimizer"};
+                         "--use-distributed-optimizer", "--seq-length", "128"};
   SmallJob job;
   job.spec = expect_ok(job_from_megatron_args(args, 16, nullptr));
   job.spec.model_name = "small";
@@ -72,6 +72,23 @@ TEST_SUITE("job") {
     CHECK(r.launch->args[0] == "--num-layers");
     CHECK(r.launch->world_size == 16);
     CHECK(write_job_json(r) == job.files.back().content);
+    REQUIRE(r.memory.size() == 2);  // one per pipeline stage
+    CHECK(r.memory[1].activations.terms.size() == 2);  // decoder layers, output and loss
+    CHECK(r.memory[1].peak_bytes == r.memory[1].persistent_bytes + r.memory[1].activation_bytes);
+  }
+
+  TEST_CASE("job.json's memory must add up, one entry per stage in order") {
+    const std::string text = small_job().files.back().content;
+    const std::size_t peak = text.find("\"peak_bytes\": ") + 14;
+    CHECK(error_of(text.substr(0, peak) + "1" + text.substr(peak))
+              .find("/memory/stages/0/peak_bytes: expected the sum of its terms") !=
+          std::string::npos);
+    CHECK(error_of(replaced(text, "{\"stage\": 1, \"microbatches_in_flight\"",
+                            "{\"stage\": 0, \"microbatches_in_flight\""))
+              .find("/memory/stages/1: expected stage 1 of 2") != std::string::npos);
+    CHECK(error_of(replaced(text, "\"param_buffers\": ", "\"param_buffers\": -"))
+              .find("/memory/stages/0/persistent/param_buffers: expected an integer") !=
+          std::string::npos);
   }
 
   TEST_CASE("a malformed job.json is refused, naming the place") {
@@ -122,6 +139,9 @@ TEST_SUITE("job") {
     r = job.record;
     r.heaviest_stage = 1 - r.heaviest_stage;
     CHECK(first(r).starts_with("job.json: records heaviest stage"));
+    r = job.record;
+    r.memory[1].persistent[2].bytes += 4;
+    CHECK(first(r).starts_with("job.json: records stage 1's optimizer_state per rank (bytes)"));
     r = job.record;
     r.chunks[0].bucket_size = 12345;
     CHECK(first(r) == "stage0.chunk0: job.json records bucket size 12,345, its files give none");
