@@ -76,6 +76,8 @@ struct MoeSpec {
   std::int64_t num_experts = 0;
   std::int64_t ffn_hidden_size = 0;     ///< each routed expert's MLP size
   std::int64_t shared_expert_size = 0;  ///< moe_shared_expert_intermediate_size; 0: none
+  /// Experts each token is routed to, where the config says (num_experts_per_tok); 0: not said.
+  std::int64_t router_topk = 0;
   bool shared_expert_gate = false;      ///< shared_experts.gate_weight
   /// experts.linear_fc1.weight<e> (TEGroupedMLP), else
   /// experts.local_experts.<e>.linear_fc1.weight (SequentialMLP). Hybrid models always group.

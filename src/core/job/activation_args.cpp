@@ -61,7 +61,9 @@ void read_activation_args(ArgMap& a, JobSpec& job) {
         "microbatch calculator refuses it at start-up (num_microbatches_calculator.py:382)",
         o.global_batch_size, per_step));
   }
-  o.moe_router_topk = a.integer("--moe-router-topk", 2, 1);
+  // arguments.py's default is 2; a Hugging Face config's num_experts_per_tok is the bridges'.
+  const std::int64_t topk = job.model.moe.router_topk;
+  o.moe_router_topk = a.integer("--moe-router-topk", topk > 0 ? topk : 2, 1);
   read_recompute(a, o);
 }
 

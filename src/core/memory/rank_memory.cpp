@@ -41,9 +41,12 @@ std::string schedule_name(const JobSpec& job) {
 std::string recompute_name(const ActivationOptions& o) {
   if (o.recompute == Recompute::none) return "no recompute";
   if (o.recompute == Recompute::selective) return "selective recompute";
-  return fmt::format("full recompute ({}, {} layers)",
-                     o.method == RecomputeMethod::block ? "block" : "uniform",
-                     o.recompute_num_layers);
+  if (o.method == RecomputeMethod::block) {
+    return fmt::format("full recompute of the first {} layer{} of each chunk",
+                       o.recompute_num_layers, o.recompute_num_layers == 1 ? "" : "s");
+  }
+  return fmt::format("full recompute in groups of {} layer{}", o.recompute_num_layers,
+                     o.recompute_num_layers == 1 ? "" : "s");
 }
 
 }  // namespace

@@ -280,6 +280,15 @@ Result<HfModel> read_hf_config(std::string_view text, std::string_view source) {
         known->scope));
   }
   if (!reader.failed()) known->map(config, model.spec, model.notes);
+  if (!reader.failed() && model.spec.moe.num_experts > 0) {
+    // The bridges' moe_router_topk (Megatron-Bridge's providers read it from here).
+    for (std::string_view key : {"num_experts_per_tok", "moe_topk", "num_experts_per_token"}) {
+      if (config.has(key)) {
+        model.spec.moe.router_topk = config.integer(key, 0, 1);
+        break;
+      }
+    }
+  }
   if (!reader.failed()) reject_unread_shape_fields(config);
   if (reader.failed()) return reader.error();
   if (std::optional<std::string> problem = model_problem(model.spec)) {
