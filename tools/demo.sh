@@ -20,9 +20,11 @@ config=testdata/configs/deepseek-v3.json
 args=(--pipeline-model-parallel-size 16 --expert-model-parallel-size 64
       --pipeline-model-parallel-layout 'Et*3|(tt|)*29m|L' --mtp-num-layers 1
       --bf16 --use-distributed-optimizer --overlap-grad-reduce --moe-grouped-gemm
-      --lr 1e-4 --micro-batch-size 1 --global-batch-size 4096)
-echo "\$ build/paramlayout job --world-size 1024 --hf-config $config -o ds3/ -- ${args[*]}"
-build/paramlayout job --world-size 1024 --hf-config "$config" -o "$out/ds3" -- "${args[@]}"
+      --lr 1e-4 --micro-batch-size 1 --global-batch-size 4096 --seq-length 4096
+      --recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
+echo "\$ build/paramlayout job --world-size 1024 --hf-config $config --gpu-memory H100 -o ds3/ -- ${args[*]}"
+build/paramlayout job --world-size 1024 --hf-config "$config" --gpu-memory H100 -o "$out/ds3" \
+  -- "${args[@]}"
 echo
 echo "\$ build/paramlayout check ds3/ --replan"
 (cd "$out" && "$OLDPWD/build/paramlayout" check ds3/ --replan)

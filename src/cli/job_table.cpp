@@ -62,8 +62,10 @@ void print_job_header(std::FILE* out, const JobRecord& r, const JobHeaderFacts& 
       names.push_back(a.substr(0, a.find(' ')));
     }
     const std::size_t more = r.ignored_arguments.size() - names.size();
-    fmt::print(out, "  ignored {} arguments that do not change the layout: {}{}\n",
-               r.ignored_arguments.size(), fmt::join(names, ", "),
+    const bool one = r.ignored_arguments.size() == 1;
+    fmt::print(out, "  ignored {} argument{} that {} not change the layout: {}{}\n",
+               r.ignored_arguments.size(), one ? "" : "s", one ? "does" : "do",
+               fmt::join(names, ", "),
                more > 0 ? fmt::format(" and {} more (job.json lists them)", more) : "");
   }
 }
