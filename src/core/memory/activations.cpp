@@ -36,7 +36,11 @@ double attention_bytes(const ModelSpec& m, const LayerSpec& layer, const Shape& 
   } else {
     const double d = static_cast<double>(m.head_dim(layer));
     q = heads * d;
-    kv = 2 * static_cast<double>(m.query_groups(layer)) * d;
+    // Local attention repeats K and V to every head before the matmuls that save them
+    // (dot_product_attention.py:169-175, repeat_interleave copies); fused attention keeps
+    // one per query group.
+    const double kv_heads = m.local_spec ? heads : static_cast<double>(m.query_groups(layer));
+    kv = 2 * kv_heads * d;
     v_out = heads * d;
   }
   // Table 2: the QKV input (2sbh) and the output's dropout mask (sbh) are whole on every
