@@ -127,6 +127,10 @@ struct JobDiff {
   std::int64_t heaviest_stage_after = 0;
   BytesPerRank heaviest_bytes_before;
   BytesPerRank heaviest_bytes_after;
+  /// Each job's rank with the largest peak memory (job.json's memory); nullopt where it
+  /// records none.
+  std::optional<RankMemory> peak_before;
+  std::optional<RankMemory> peak_after;
   bool before_has_launch = false;
   bool after_has_launch = false;
   std::vector<ArgumentChange> arguments;  ///< where both record their launch
@@ -147,6 +151,8 @@ struct JobDiff {
   std::size_t params_moved() const;
   std::size_t chunks_differing() const;  ///< added, removed or not identical
   bool heaviest_differs() const;
+  /// Whether the heaviest rank by peak, or its figures, differ (both jobs recording them).
+  bool peak_differs() const;
   /// True when job.json and every chunk's files are the same, the generator aside.
   bool identical() const;
   /// One line: "identical", or "options changed: world_size, dp; 2 launch arguments; ...".

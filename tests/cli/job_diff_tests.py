@@ -312,6 +312,33 @@ class DeepSeekVocabulary(unittest.TestCase):
             self.assertIn("  stage15.chunk0: identical\n", out)
 
 
+class Memory(unittest.TestCase):
+    """A recompute change: the layouts are the same, the heaviest rank's peak is not. Under
+    full uniform recompute in groups of one layer, 4 layers keep only their inputs (2sbh each)
+    and one layer's 34sbh is recomputed at a time (Table 2, no parallelism)."""
+    LINE = ["--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
+            "--seq-length", "128", "--max-position-embeddings", "128", "--vocab-size", "1000",
+            "--bf16", "--use-distributed-optimizer"]
+
+    def test_recompute_changes_the_peak_only(self):
+        s, h = 128, 64
+        with tempfile.TemporaryDirectory() as tmp:
+            old, new = Path(tmp, "old"), Path(tmp, "new")
+            for out, extra in ((old, []), (new, ["--recompute-granularity", "full",
+                                                 "--recompute-method", "uniform"])):
+                result = run("job", "--world-size", "2", "-q", "-o", out, "--", *self.LINE,
+                             *extra)
+                self.assertEqual(result.returncode, 0, result.stderr)
+            text = run("diff", old, new)
+            self.assertEqual(text.returncode, 1, text.stderr)
+            self.assertIn("heaviest peak  stage 0: ", text.stdout)
+            self.assertIn("chunks: all 1 identical", text.stdout)
+            peak = json.loads(run("diff", old, new, "--json").stdout)["heaviest_peak"]
+        saved = peak["before"]["activation_bytes"] - peak["after"]["activation_bytes"]
+        self.assertEqual(saved, 4 * 34 * s * h - (4 * 2 * s * h + 34 * s * h))
+        self.assertEqual(peak["before"]["persistent_bytes"], peak["after"]["persistent_bytes"])
+
+
 if __name__ == "__main__":
     BINARY, ROOT = sys.argv[1], Path(sys.argv[2])
     unittest.main(argv=sys.argv[:1], verbosity=2)

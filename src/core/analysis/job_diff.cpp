@@ -312,6 +312,12 @@ Result<JobDiff> diff_jobs(const JobDiffInput& before, const JobDiffInput& after)
   d.heaviest_stage_after = b.heaviest_stage;
   d.heaviest_bytes_before = a.heaviest_stage_bytes;
   d.heaviest_bytes_after = b.heaviest_stage_bytes;
+  const auto peak = [](const JobRecord& r) -> std::optional<RankMemory> {
+    if (r.memory.empty()) return std::nullopt;
+    return r.memory[static_cast<std::size_t>(heaviest_peak_stage(r.memory))];
+  };
+  d.peak_before = peak(a);
+  d.peak_after = peak(b);
   d.before_has_launch = a.launch.has_value();
   d.after_has_launch = b.launch.has_value();
   if (a.launch && b.launch) {

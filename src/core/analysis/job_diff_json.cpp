@@ -176,6 +176,14 @@ std::size_t JobDiff::chunks_differing() const {
   }));
 }
 
+bool JobDiff::peak_differs() const {
+  if (!peak_before || !peak_after) return false;
+  const RankMemory& a = *peak_before;
+  const RankMemory& b = *peak_after;
+  return a.stage != b.stage || a.peak_bytes != b.peak_bytes ||
+         a.persistent_bytes != b.persistent_bytes || a.activation_bytes != b.activation_bytes;
+}
+
 bool JobDiff::heaviest_differs() const {
   return heaviest_stage_before != heaviest_stage_after ||
          heaviest_bytes_before != heaviest_bytes_after;
@@ -254,6 +262,21 @@ std::string job_diff_to_json(const JobDiff& d) {
   w.raw("}, \"after\": {\"stage\": ").integer(d.heaviest_stage_after).raw(", \"bytes_per_rank\": ");
   write_bytes_per_rank(w, d.heaviest_bytes_after);
   w.raw("}}");
+  const auto peak = [&](const std::optional<RankMemory>& m) {
+    if (!m) {
+      w.raw("null");
+      return;
+    }
+    w.raw("{\"stage\": ").integer(m->stage);
+    w.raw(", \"persistent_bytes\": ").integer(m->persistent_bytes);
+    w.raw(", \"activation_bytes\": ").integer(m->activation_bytes);
+    w.raw(", \"peak_bytes\": ").integer(m->peak_bytes).raw("}");
+  };
+  w.raw(",\n  \"heaviest_peak\": {\"before\": ");
+  peak(d.peak_before);
+  w.raw(", \"after\": ");
+  peak(d.peak_after);
+  w.raw("}");
   write_launch(w, d);
   w.raw(",\n  \"ignored_arguments\": {\"added\": ");
   write_strings(w, d.ignored_added);
