@@ -157,3 +157,13 @@ TEST_CASE("the loss's logits span the padded vocabulary") {
                              1);
   CHECK(term(stages[0], "output_and_loss") == 4 * kS * kH + 4 * kS * 1024);
 }
+
+TEST_CASE("local attention saves K and V for every head, fused attention per query group") {
+  // dot_product_attention.py:169-175 repeats K and V to the heads before its matmuls.
+  const Args gqa = gpt(1) + Args{"--group-query-attention", "--num-query-groups", "2"};
+  const auto local = memory(gqa + Args{"--transformer-impl", "local"}, 1);
+  CHECK(term(local[0], "decoder_layers") == 34 * kS * kH + 5 * kA * kS * kS);
+  // Transformer Engine: K and V of 2 groups of head dim 16 instead of 4 heads.
+  const auto fused = memory(gqa, 1);
+  CHECK(term(fused[0], "decoder_layers") == 34 * kS * kH - 2 * kS * 2 * (4 - 2) * 16);
+}
