@@ -94,22 +94,28 @@ void write_term_details(json::Writer& w, const std::vector<MemoryTerm>& terms) {
   w.raw("]");
 }
 
+/// One stage's object; with `detail`, each term an object naming what it is.
+void write_stage(json::Writer& w, const RankMemory& m, bool detail) {
+  const auto terms = detail ? write_term_details : write_terms;
+  w.raw("{\"stage\": ").integer(m.stage);
+  w.raw(", \"microbatches_in_flight\": ").integer(m.activations.microbatches_in_flight);
+  w.raw(", \"persistent\": ");
+  terms(w, m.persistent);
+  w.raw(", \"activations\": ");
+  terms(w, m.activations.terms);
+  w.raw(", \"persistent_bytes\": ").integer(m.persistent_bytes);
+  w.raw(", \"activation_bytes\": ").integer(m.activation_bytes);
+  w.raw(", \"peak_bytes\": ").integer(m.peak_bytes).raw("}");
+}
+
 }  // namespace
 
 void write_memory_detail_json(json::Writer& w, const std::string& inputs,
                               const std::vector<RankMemory>& stages) {
   w.raw("{\"activations_for\": ").quoted(inputs).raw(", \"stages\": [");
   for (std::size_t i = 0; i < stages.size(); ++i) {
-    const RankMemory& m = stages[i];
-    w.raw(i > 0 ? ", " : "").raw("{\"stage\": ").integer(m.stage);
-    w.raw(", \"microbatches_in_flight\": ").integer(m.activations.microbatches_in_flight);
-    w.raw(", \"persistent\": ");
-    write_term_details(w, m.persistent);
-    w.raw(", \"activations\": ");
-    write_term_details(w, m.activations.terms);
-    w.raw(", \"persistent_bytes\": ").integer(m.persistent_bytes);
-    w.raw(", \"activation_bytes\": ").integer(m.activation_bytes);
-    w.raw(", \"peak_bytes\": ").integer(m.peak_bytes).raw("}");
+    w.raw(i > 0 ? ", " : "");
+    write_stage(w, stages[i], true);
   }
   w.raw("], \"heaviest_stage_by_peak\": ");
   w.integer(stages.empty() ? 0 : heaviest_peak_stage(stages)).raw("}");
@@ -119,17 +125,8 @@ void write_memory_json(json::Writer& w, const std::string& inputs,
                        const std::vector<RankMemory>& stages) {
   w.raw("{\"activations_for\": ").quoted(inputs).raw(", \"stages\": [");
   for (std::size_t i = 0; i < stages.size(); ++i) {
-    const RankMemory& m = stages[i];
     w.raw(i > 0 ? ",\n    " : "\n    ");
-    w.raw("{\"stage\": ").integer(m.stage);
-    w.raw(", \"microbatches_in_flight\": ").integer(m.activations.microbatches_in_flight);
-    w.raw(", \"persistent\": ");
-    write_terms(w, m.persistent);
-    w.raw(", \"activations\": ");
-    write_terms(w, m.activations.terms);
-    w.raw(", \"persistent_bytes\": ").integer(m.persistent_bytes);
-    w.raw(", \"activation_bytes\": ").integer(m.activation_bytes);
-    w.raw(", \"peak_bytes\": ").integer(m.peak_bytes).raw("}");
+    write_stage(w, stages[i], false);
   }
   w.raw("\n  ]}");
 }
