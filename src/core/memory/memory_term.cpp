@@ -10,7 +10,9 @@ std::string_view to_string(Exactness exactness) {
 
 const std::vector<MemoryTermInfo>& memory_terms() {
   static const std::vector<MemoryTermInfo> terms{
-      {"param_buffers", "DDP's param buffers, padding included",
+      {"param_buffers",
+       "DDP's param buffers, padding included (without the distributed optimizer, the params' "
+       "own tensors)",
        "distributed/param_and_grad_buffer.py: _ParamAndGradBuffer", Exactness::exact},
       {"grad_buffers", "DDP's grad buffers, padding included",
        "distributed/param_and_grad_buffer.py: _ParamAndGradBuffer", Exactness::exact},
