@@ -109,6 +109,7 @@ ChunkBytes chunk_bytes(const JobSpec& job, const ChunkPlacement& c, const Shape&
   ChunkBytes out;
   const auto n = static_cast<std::int64_t>(layers.size());
   const std::int64_t group = std::max<std::int64_t>(1, o.recompute_num_layers);
+  double group_bytes = 0;  // the uniform method's group being summed
   for (std::int64_t i = 0; i < n; ++i) {
     const double full = layer_bytes(m, layers[static_cast<std::size_t>(i)], x, o);
     if (o.recompute != Recompute::full) {
@@ -119,8 +120,14 @@ ChunkBytes chunk_bytes(const JobSpec& job, const ChunkPlacement& c, const Shape&
       out.layers += i < group ? checkpointed_input_bytes(x) : full;
       if (i < group) out.recompute_working_set = std::max(out.recompute_working_set, full);
     } else {
-      if (i % group == 0) out.layers += checkpointed_input_bytes(x);
-      out.recompute_working_set += i < group ? full : 0;
+      // Uniform: each group of recompute_num_layers keeps its input; backward recomputes
+      // one group at a time, the largest deciding the working set.
+      if (i % group == 0) {
+        out.layers += checkpointed_input_bytes(x);
+        group_bytes = 0;
+      }
+      group_bytes += full;
+      out.recompute_working_set = std::max(out.recompute_working_set, group_bytes);
     }
   }
   const double sb = x.s * x.b;
