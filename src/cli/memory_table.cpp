@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 
@@ -40,7 +41,9 @@ Result<std::optional<GpuBudget>> gpu_budget(const GpuMemoryOptions& options) {
   const std::string& text = options.gpu;
   if (text.empty()) return std::optional<GpuBudget>{};
   if (const std::optional<std::int64_t> bytes = gpu_memory_bytes(text)) {
-    return std::optional<GpuBudget>{GpuBudget{text, *bytes}};
+    std::string name = text;
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return std::optional<GpuBudget>{GpuBudget{name, *bytes}};
   }
   double gib = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), gib);
@@ -74,7 +77,10 @@ void print_memory_table(std::FILE* out, const std::string& inputs,
                bytes_text(m.persistent_bytes), known ? bytes_text(m.activation_bytes) : "-",
                known ? bytes_text(m.peak_bytes) : "-", room);
   }
-  if (!estimated) return;
+  if (!estimated) {
+    if (gpu) fmt::print(out, "  no verdict on the GPU: the peak needs the activations\n");
+    return;
+  }
   const RankMemory& top = stages[static_cast<std::size_t>(heaviest_peak_stage(stages))];
   fmt::print(out, "  heaviest rank by peak: stage {}, {} (persistent {}, activations {})",
              top.stage, bytes_text(top.peak_bytes), bytes_text(top.persistent_bytes),

@@ -332,7 +332,7 @@ class Memory(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             stdout, memory = self.job(tmp, "--gpu-memory", "h100", "--headroom", "2")
         room = (81559 << 20) - (2 << 30) - memory["stages"][0]["peak_bytes"]
-        self.assertIn("fits on h100 (79.65 GiB) with 2.00 GiB headroom", stdout)
+        self.assertIn("fits on H100 (79.65 GiB) with 2.00 GiB headroom", stdout)
         self.assertIn(f"{room / (1 << 30):.2f} GiB to spare", stdout)
         self.assertIn("not modelled, left to the headroom", stdout)
 
@@ -343,9 +343,10 @@ class Memory(unittest.TestCase):
         self.assertIn("short", stdout)
 
     def test_without_seq_length(self):
-        result = run("job", "--world-size", "1", "--", *SMALL)
+        result = run("job", "--world-size", "1", "--gpu-memory", "H100", "--", *SMALL)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("activations and peak need --seq-length", result.stdout)
+        self.assertIn("no verdict on the GPU", result.stdout)
 
     def test_refusals(self):
         for args, message in [
