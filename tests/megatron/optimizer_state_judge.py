@@ -35,7 +35,6 @@ with the reason where that environment cannot be made. Exit 0 all agree, 1 a dif
 """
 import copy
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from real_model_suite import in_environment, reexec_in_environment  # noqa: E402
+from real_model_suite import judge_binary  # noqa: E402
 
 MODEL = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4",
          "--ffn-hidden-size", "96", "--max-position-embeddings", "128", "--vocab-size", "500",
@@ -285,14 +284,9 @@ def dealt_bytes(binary, world, extra):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print(__doc__)
-        return 2
-    if not os.environ.get("REAL_MODEL_SUITE_CHILD") and not in_environment():
-        return reexec_in_environment(__file__)
-    import logging
-    logging.disable(logging.WARNING)
-    binary = str(Path(sys.argv[1]).resolve())
+    binary = judge_binary(__doc__, __file__)
+    if isinstance(binary, int):
+        return binary
     failed = 0
     for case in CASES:
         args = MODEL + case

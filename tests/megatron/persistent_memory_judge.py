@@ -61,7 +61,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from real_model_suite import in_environment, reexec_in_environment  # noqa: E402
+from real_model_suite import judge_binary  # noqa: E402
 
 MODEL = ["--hidden-size", "64", "--num-attention-heads", "4", "--ffn-hidden-size", "96",
          "--max-position-embeddings", "128", "--seq-length", "128", "--vocab-size", "1000",
@@ -309,18 +309,13 @@ def explain(s, mine, ranks, heaviest, our_chunks):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print(__doc__)
-        return 2
-    if not os.environ.get("REAL_MODEL_SUITE_CHILD") and not in_environment():
-        return reexec_in_environment(__file__)
-    import logging
-    logging.disable(logging.WARNING)
+    binary = judge_binary(__doc__, __file__)
+    if isinstance(binary, int):
+        return binary
     import megatron_runtime as runtime
     runtime.put_upstream_on_path()
     runtime.patch_gpu_queries()
     patch_tensor_type()
-    binary = str(Path(sys.argv[1]).resolve())
     agreed = 0
     for name, world, line in CASES:
         try:

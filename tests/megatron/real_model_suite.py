@@ -47,6 +47,20 @@ def reexec_in_environment(script=__file__):
     os.execv(python, [python, str(script)] + sys.argv[1:])
 
 
+def judge_binary(doc, script):
+    """The judge's one argument, BINARY, resolved, once SCRIPT runs in tools/megatron-env.sh's
+    python with logging below errors off; an int instead is the exit code to return (2: no
+    BINARY, DOC printed; 77: the environment cannot be made)."""
+    if len(sys.argv) != 2:
+        print(doc)
+        return 2
+    if not os.environ.get("REAL_MODEL_SUITE_CHILD") and not in_environment():
+        return reexec_in_environment(script)
+    import logging
+    logging.disable(logging.WARNING)
+    return str(Path(sys.argv[1]).resolve())
+
+
 def write_planted_binary(binary):
     """An executable that runs planted_paramlayout.py on BINARY (the judge runs one program)."""
     import tempfile

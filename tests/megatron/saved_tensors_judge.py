@@ -50,7 +50,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from real_model_suite import in_environment, reexec_in_environment  # noqa: E402
+from real_model_suite import judge_binary  # noqa: E402
 
 SEQ, MICRO_BATCH, VOCAB = 128, 2, 1024
 MODEL = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4",
@@ -281,14 +281,9 @@ def print_breakdown(layer, terms):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print(__doc__)
-        return 2
-    if not os.environ.get("REAL_MODEL_SUITE_CHILD") and not in_environment():
-        return reexec_in_environment(__file__)
-    import logging
-    logging.disable(logging.WARNING)
-    binary = str(Path(sys.argv[1]).resolve())
+    binary = judge_binary(__doc__, __file__)
+    if isinstance(binary, int):
+        return binary
     failed = 0
     for name, tp, extra in CASES:
         args = MODEL + extra

@@ -29,7 +29,6 @@ import contextlib
 import copy
 import io
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from real_model_suite import in_environment, reexec_in_environment  # noqa: E402
+from real_model_suite import judge_binary  # noqa: E402
 
 MODEL = ["--num-layers", "8", "--hidden-size", "256", "--num-attention-heads", "8",
          "--ffn-hidden-size", "1024", "--seq-length", "512", "--max-position-embeddings", "512",
@@ -78,16 +77,11 @@ def upstream_terms(line, world):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print(__doc__)
-        return 2
-    if not os.environ.get("REAL_MODEL_SUITE_CHILD") and not in_environment():
-        return reexec_in_environment(__file__)
-    import logging
+    binary = judge_binary(__doc__, __file__)
+    if isinstance(binary, int):
+        return binary
     import warnings
-    logging.disable(logging.WARNING)
     warnings.filterwarnings("ignore")
-    binary = str(Path(sys.argv[1]).resolve())
     failed = 0
     for world, sizes in LINES:
         line = MODEL + sizes
