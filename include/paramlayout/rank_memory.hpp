@@ -41,12 +41,18 @@ std::string describe_activation_inputs(const JobSpec& job);
 /// The stage whose peak is the largest (the first of them).
 std::int64_t heaviest_peak_stage(const std::vector<RankMemory>& stages);
 
-/// A GPU's memory as its driver reports it (nvidia-smi's memory.total), by name: "H100",
-/// "H200", "B200", "A100-40", "A100-80" (any case; "A100" is the 80 GB one). nullopt for a
-/// name it does not know.
-std::optional<std::int64_t> gpu_memory_bytes(std::string_view name);
+/// A GPU paramlayout knows by name, with its memory as its driver reports it (nvidia-smi's
+/// memory.total).
+struct KnownGpu {
+  std::string_view name;  ///< as paramlayout spells it: "H100"
+  std::int64_t bytes = 0;
+};
 
-/// The names gpu_memory_bytes knows, for messages: "H100, H200, B200, A100-40, A100-80".
+/// The GPU `name` names: "H100", "H200", "B200", "A100-40", "A100-80" (any case; "A100" is
+/// the 80 GB one). nullopt for a name it does not know.
+std::optional<KnownGpu> find_gpu(std::string_view name);
+
+/// The names find_gpu knows, for messages: "H100, H200, B200, A100-40, A100-80".
 std::string_view known_gpu_names();
 
 }  // namespace paramlayout

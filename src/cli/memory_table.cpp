@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cctype>
 #include <charconv>
 #include <cmath>
 
@@ -40,10 +39,8 @@ void add_gpu_memory_options(CLI::App& sub, GpuMemoryOptions& options) {
 Result<std::optional<GpuBudget>> gpu_budget(const GpuMemoryOptions& options) {
   const std::string& text = options.gpu;
   if (text.empty()) return std::optional<GpuBudget>{};
-  if (const std::optional<std::int64_t> bytes = gpu_memory_bytes(text)) {
-    std::string name = text;
-    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    return std::optional<GpuBudget>{GpuBudget{name, *bytes}};
+  if (const std::optional<KnownGpu> known = find_gpu(text)) {
+    return std::optional<GpuBudget>{GpuBudget{std::string(known->name), known->bytes}};
   }
   double gib = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), gib);

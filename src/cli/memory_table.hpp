@@ -24,7 +24,7 @@ struct GpuBudget {
 
 /// `--gpu-memory` and `--headroom`, as `job` and `stats JOB` take them.
 struct GpuMemoryOptions {
-  std::string gpu;          ///< "", GiB ("80", "79.5") or a GPU's name (gpu_memory_bytes)
+  std::string gpu;          ///< "", GiB ("80", "79.5") or a GPU's name (find_gpu)
   double headroom_gib = 4;  ///< set aside for what the figures do not model
 
   std::int64_t headroom_bytes() const;

@@ -144,10 +144,11 @@ TEST_CASE("without --seq-length there is no activation estimate") {
 }
 
 TEST_CASE("GPUs by name, as their driver reports their memory") {
-  CHECK(gpu_memory_bytes("H100") == std::int64_t{81559} << 20);
-  CHECK(gpu_memory_bytes("h200") == std::int64_t{143771} << 20);
-  CHECK(gpu_memory_bytes("A100") == gpu_memory_bytes("A100-80"));
-  CHECK_FALSE(gpu_memory_bytes("V100"));
+  CHECK(find_gpu("H100")->bytes == std::int64_t{81559} << 20);
+  CHECK(find_gpu("h200")->bytes == std::int64_t{143771} << 20);
+  CHECK(find_gpu("h200")->name == "H200");
+  CHECK(find_gpu("A100")->bytes == find_gpu("A100-80")->bytes);
+  CHECK_FALSE(find_gpu("V100"));
 }
 
 TEST_CASE("the loss's logits span the padded vocabulary") {

@@ -92,12 +92,12 @@ std::int64_t heaviest_peak_stage(const std::vector<RankMemory>& stages) {
   return heaviest;
 }
 
-std::optional<std::int64_t> gpu_memory_bytes(std::string_view name) {
+std::optional<KnownGpu> find_gpu(std::string_view name) {
   std::string upper(name);
   std::transform(upper.begin(), upper.end(), upper.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
   for (const Gpu& g : kGpus) {
-    if (upper == g.name) return g.mib << 20;
+    if (upper == g.name) return KnownGpu{g.name, g.mib << 20};
   }
   return std::nullopt;
 }
