@@ -36,5 +36,5 @@ llama=(--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --bf16
 for packer in megatron balanced; do
   echo "\$ build/paramlayout job --world-size 256 --hf-config testdata/configs/llama3-70b.json --packer $packer -- ${llama[*]}"
   build/paramlayout job --world-size 256 --hf-config testdata/configs/llama3-70b.json \
-    --packer "$packer" -- "${llama[@]}" | grep -E "^  stage|^      0     0"
+    --packer "$packer" -- "${llama[@]}" | grep -E "^  stage chunk|^      0     0"
 done

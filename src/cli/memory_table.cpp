@@ -62,17 +62,26 @@ void print_memory_table(std::FILE* out, const std::string& inputs,
   } else {
     fmt::print(out, "activations and peak need --seq-length\n");
   }
-  const std::string fits =
-      gpu ? fmt::format("room on {}", gpu->name.empty() ? bytes_text(gpu->bytes) : gpu->name) : "";
-  constexpr const char* kRow = "  {:>5} {:>9}  {:>12} {:>12} {:>12}  {:>14}\n";
-  fmt::print(out, kRow, "stage", "in flight", "persistent", "activations", "peak", fits);
+  // One row: the room column only where there is room to say (no trailing blanks).
+  const auto row = [&](const auto& stage, const std::string& in_flight,
+                       const std::string& persistent, const std::string& activations,
+                       const std::string& peak, const std::string& room) {
+    fmt::print(out, "  {:>5} {:>9}  {:>12} {:>12} {:>12}", stage, in_flight, persistent,
+               activations, peak);
+    if (!room.empty()) fmt::print(out, "  {:>14}", room);
+    fmt::print(out, "\n");
+  };
+  row("stage", "in flight", "persistent", "activations", "peak",
+      gpu ? fmt::format("room on {}", gpu->name.empty() ? bytes_text(gpu->bytes) : gpu->name)
+          : "");
   for (const RankMemory& m : stages) {
-    const bool known = m.has_activations();
-    const std::string room =
-        gpu && known ? room_text(gpu->bytes - headroom - m.peak_bytes) : "";
-    fmt::print(out, kRow, m.stage, known ? fmt::format("{}", m.activations.microbatches_in_flight) : "-",
-               bytes_text(m.persistent_bytes), known ? bytes_text(m.activation_bytes) : "-",
-               known ? bytes_text(m.peak_bytes) : "-", room);
+    if (!m.has_activations()) {
+      row(m.stage, "-", bytes_text(m.persistent_bytes), "-", "-", "");
+      continue;
+    }
+    row(m.stage, fmt::format("{}", m.activations.microbatches_in_flight),
+        bytes_text(m.persistent_bytes), bytes_text(m.activation_bytes), bytes_text(m.peak_bytes),
+        gpu ? room_text(gpu->bytes - headroom - m.peak_bytes) : "");
   }
   if (!estimated) {
     if (gpu) fmt::print(out, "  no verdict on the GPU: the peak needs the activations\n");
