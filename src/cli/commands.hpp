@@ -133,4 +133,28 @@ struct JobCommand {
 void setup_job(CLI::App& sub, JobCommand& command);
 Result<ExitCode> run_job(const JobCommand& command);
 
+struct SearchCommand {
+  std::int64_t world_size = 0;
+  std::string hf_config;  ///< "" when the model arguments describe the model
+  std::string model;      ///< "" for a name from the config's path
+  GpuMemoryOptions gpu;   ///< --gpu-memory, --headroom
+  std::vector<std::int64_t> tp, pp, vpp, cp, ep, etp;  ///< empty: every size the world allows
+  std::int64_t max_pp = 0;
+  std::vector<std::string> fix;  ///< dimensions not varied
+  std::string rank_by = "time";
+  std::size_t top = 10;
+  double link_gbps = 400;
+  double intra_node_gbps = 3600;
+  std::int64_t gpus_per_node = 8;
+  double gpu_tflops = 400;
+  int threads = 0;  ///< 0: every core
+  bool json = false;
+  bool explain_rejected = false;
+  std::string output;  ///< "" or a directory for the top candidates' jobs
+  bool replace = false;
+  std::vector<std::string> args;  ///< Megatron-LM's arguments the user fixes
+};
+void setup_search(CLI::App& sub, SearchCommand& command);
+Result<ExitCode> run_search(const SearchCommand& command);
+
 }  // namespace paramlayout::cli

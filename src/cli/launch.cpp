@@ -34,7 +34,8 @@ class FileLocator {
   const std::optional<fs::path>& recorded_in_;
 };
 
-/// The model's name: --model, else the config's folder or file name, else "model".
+}  // namespace
+
 std::string model_name(const LaunchRecord& launch) {
   if (launch.model) return *launch.model;
   if (!launch.hf_config) return "model";
@@ -43,8 +44,6 @@ std::string model_name(const LaunchRecord& launch) {
              ? path.parent_path().filename().string()
              : path.stem().string();
 }
-
-}  // namespace
 
 Result<PlannedLaunch> plan_launch(const LaunchRecord& launch,
                                   const std::optional<fs::path>& recorded_in) {

@@ -31,6 +31,9 @@ struct PlannedLaunch {
   std::vector<JobFile> kept_files() const;
 };
 
+/// The model's name: --model, else the config's folder or file name, else "model".
+std::string model_name(const LaunchRecord& launch);
+
 /// Plans `launch`. Without `recorded_in`, its files are read where the launch names them
 /// (relative to the working directory); with it, only the files the record lists are read,
 /// at their recorded paths relative to that directory (job.json's).

@@ -59,6 +59,10 @@ std::vector<Command> commands() {
               "Plan every stage and chunk of a Megatron-LM training job from its "
               "launch line",
               setup_job, run_job),
+      command("search",
+              "Every launch of a model on N GPUs that Megatron-LM accepts, planned and "
+              "ranked",
+              setup_search, run_search),
   };
 }
 
