@@ -35,8 +35,10 @@ struct SearchSpace {
   /// stages the split allows).
   std::vector<std::int64_t> tp, pp, vpp, cp, ep, etp;
   std::int64_t max_pp = 0;  ///< 0: no limit beyond the layers
+  /// The largest tp and etp tried when their lists are empty (0: no limit): a node's GPUs.
+  std::int64_t max_tensor_parallel = 0;
   /// Dimensions not varied: with their Megatron-LM default unless the launch line sets them.
-  std::vector<SearchDimension> fixed;
+  std::vector<SearchDimension> fixed{SearchDimension::distributed_optimizer};
 
   bool varies(SearchDimension dimension) const;
 };

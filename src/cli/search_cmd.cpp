@@ -42,7 +42,16 @@ class InterruptStopsSearch {
 };
 
 Result<SearchSpace> search_space(const SearchCommand& c) {
-  SearchSpace space{c.tp, c.pp, c.vpp, c.cp, c.ep, c.etp, c.max_pp, {}};
+  SearchSpace space;
+  space.tp = c.tp;
+  space.pp = c.pp;
+  space.vpp = c.vpp;
+  space.cp = c.cp;
+  space.ep = c.ep;
+  space.etp = c.etp;
+  space.max_pp = c.max_pp;
+  space.max_tensor_parallel = c.gpus_per_node;
+  if (c.vary_distributed_optimizer) space.fixed.clear();
   for (const std::string& name : c.fix) {
     const std::optional<SearchDimension> d = parse_search_dimension(name);
     if (!d) {
@@ -144,12 +153,12 @@ void setup_search(CLI::App& sub, SearchCommand& command) {
     sub.add_option(name, into, what)->delimiter(',')->type_name("N,...")->check(
         integer_in(1, std::int64_t{1} << 24));
   };
-  sizes("--tp", command.tp, "Tensor parallel sizes to try (default: every divisor of the world)");
+  sizes("--tp", command.tp, "Tensor parallel sizes to try (default: every divisor of the world up to --gpus-per-node)");
   sizes("--pp", command.pp, "Pipeline parallel sizes to try");
   sizes("--vpp", command.vpp, "Virtual stages per pipeline rank to try");
   sizes("--cp", command.cp, "Context parallel sizes to try");
   sizes("--ep", command.ep, "Expert parallel sizes to try");
-  sizes("--etp", command.etp, "Expert tensor parallel sizes to try");
+  sizes("--etp", command.etp, "Expert tensor parallel sizes to try (default: as --tp)");
   sub.add_option("--max-pp", command.max_pp, "The largest pipeline parallel size to try")
       ->check(integer_in(1, std::int64_t{1} << 24));
   sub.add_option("--fix", command.fix,
@@ -157,6 +166,8 @@ void setup_search(CLI::App& sub, SearchCommand& command) {
                  "cp, ep, etp, split, sequence-parallel, recompute, distributed-optimizer")
       ->delimiter(',')
       ->type_name("NAME,...");
+  sub.add_flag("--vary-distributed-optimizer", command.vary_distributed_optimizer,
+               "Try launches without --use-distributed-optimizer too (else the line's choice)");
   sub.add_option("--rank-by", command.rank_by,
                  "Order the launches that fit by: time (estimated step), memory (peak), "
                  "traffic (bytes sent per step), bubble")

@@ -46,6 +46,12 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
   return out;
 }
 
+/// `sizes` up to `limit` (0: all).
+std::vector<std::int64_t> within(std::vector<std::int64_t> sizes, std::int64_t limit) {
+  if (limit > 0) std::erase_if(sizes, [&](std::int64_t s) { return s > limit; });
+  return sizes;
+}
+
 /// The values to try for one size: the line's own when it is not varied, the user's list,
 /// or every divisor of the world.
 std::vector<std::int64_t> values(const SearchSpace& space, const std::vector<bool>& given, D d,
@@ -121,46 +127,50 @@ std::vector<LaunchShape> launch_shapes(const JobSpec& base, const SearchSpace& s
   std::vector<LaunchShape> out;
   std::vector<bool> dist{base.strategy != Strategy::unpadded};
   if (varies(space, given, D::distributed_optimizer)) dist = {true, false};
-  for (std::int64_t tp : values(space, given, D::tp, space.tp, p.tp, world)) {
+  const std::vector<std::int64_t> cps = values(space, given, D::cp, space.cp, p.cp, world);
+  for (std::int64_t tp : within(values(space, given, D::tp, space.tp, p.tp, world),
+                                space.tp.empty() ? space.max_tensor_parallel : 0)) {
     for (std::int64_t pp : values(space, given, D::pp, space.pp, p.pp, world)) {
       if (space.max_pp > 0 && pp > space.max_pp) continue;
-      for (std::int64_t cp : values(space, given, D::cp, space.cp, p.cp, world)) {
-        // parallel_state.py, initialize_model_parallel: the world is tp x pp x cp x dp.
-        if (world % (tp * pp * cp) != 0) {
-          refused.push_back({fmt::format("the world ({}) is not divisible by tp x pp x cp = "
-                                         "{} x {} x {}", world, tp, pp, cp)});
-          continue;
-        }
-        // arguments.py:1335-1337
-        if (cp > 1 && seq % (2 * cp) != 0) {
-          refused.push_back({fmt::format("--seq-length {} is not a multiple of 2 x "
-                                         "--context-parallel-size {} (arguments.py:1336)",
-                                         seq, cp)});
-          continue;
-        }
-        const std::vector<std::int64_t> eps =
-            experts ? values(space, given, D::ep, space.ep, p.ep, world) : std::vector{p.ep};
-        // Megatron-LM's default expert tensor parallel size is tp's.
-        const bool etp_varies = experts && varies(space, given, D::etp);
-        const std::vector<std::int64_t> etps =
-            etp_varies ? (space.etp.empty() ? divisors(world) : space.etp)
-                       : std::vector{given[static_cast<std::size_t>(D::etp)] ? p.etp : tp};
-        for (std::int64_t ep : eps) {
-          for (std::int64_t etp : etps) {
-            // parallel_state.py: the expert layers' world is etp x ep x pp x expert dp.
-            if (world % (etp * ep * pp) != 0) {
-              refused.push_back({fmt::format("the world ({}) is not divisible by etp x ep x pp "
-                                             "= {} x {} x {}", world, etp, ep, pp)});
-              continue;
-            }
-            const bool vary_split = varies(space, given, D::split);
-            for (const PipelineSplit& split : splits(layers, pp, vary_split)) {
-              std::vector<std::int64_t> vpps{p.vpp};
-              if (varies(space, given, D::vpp)) {
-                vpps = virtual_stages(layers, pp, split, space.vpp);
-              }
-              for (std::int64_t vpp : vpps) {
-                for (bool d : dist) {
+      const std::vector<std::int64_t> eps =
+          experts ? values(space, given, D::ep, space.ep, p.ep, world) : std::vector{p.ep};
+      // Megatron-LM's default expert tensor parallel size is tp's.
+      const bool etp_varies = experts && varies(space, given, D::etp);
+      const std::vector<std::int64_t> etps =
+          etp_varies ? within(space.etp.empty() ? divisors(world) : space.etp,
+                              space.etp.empty() ? space.max_tensor_parallel : 0)
+                     : std::vector{given[static_cast<std::size_t>(D::etp)] ? p.etp : tp};
+      for (std::int64_t ep : eps) {
+        for (std::int64_t etp : etps) {
+          // parallel_state.py, initialize_model_parallel: the expert layers' world is
+          // etp x ep x pp x expert dp.
+          if (world % (etp * ep * pp) != 0) {
+            refused.push_back({fmt::format("the world ({}) is not divisible by etp x ep x pp "
+                                           "= {} x {} x {}", world, etp, ep, pp)});
+            continue;
+          }
+          const bool vary_split = varies(space, given, D::split);
+          for (const PipelineSplit& split : splits(layers, pp, vary_split)) {
+            std::vector<std::int64_t> vpps{p.vpp};
+            if (varies(space, given, D::vpp)) vpps = virtual_stages(layers, pp, split, space.vpp);
+            for (std::int64_t vpp : vpps) {
+              for (bool d : dist) {
+                // Context parallel sizes last: they share one plan (the buffers are sharded
+                // over dp x cp = world / (tp x pp) whatever cp is).
+                for (std::int64_t cp : cps) {
+                  // parallel_state.py, initialize_model_parallel: the world is tp x pp x cp x dp.
+                  if (world % (tp * pp * cp) != 0) {
+                    refused.push_back({fmt::format("the world ({}) is not divisible by tp x pp "
+                                                   "x cp = {} x {} x {}", world, tp, pp, cp)});
+                    continue;
+                  }
+                  // arguments.py:1335-1337
+                  if (cp > 1 && seq % (2 * cp) != 0) {
+                    refused.push_back({fmt::format("--seq-length {} is not a multiple of 2 x "
+                                                   "--context-parallel-size {} "
+                                                   "(arguments.py:1336)", seq, cp)});
+                    continue;
+                  }
                   out.push_back({tp, pp, vpp, cp, ep, etp, split, d});
                 }
               }

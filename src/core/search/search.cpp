@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <iterator>
 #include <thread>
 
 #include "launch_shapes.hpp"
@@ -62,65 +63,108 @@ std::optional<std::string> start_up_problem(const JobSpec& job) {
   return std::nullopt;
 }
 
+bool same_but_cp(const LaunchShape& a, const LaunchShape& b) {
+  return a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp && a.ep == b.ep && a.etp == b.etp &&
+         a.split == b.split && a.distributed_optimizer == b.distributed_optimizer;
+}
+
 class Searcher {
  public:
   Searcher(const SearchRequest& request, const std::vector<bool>& given, const JobSpec& base)
       : request_(request), given_(given), base_(base) {}
 
-  ShapeOutcome evaluate(const LaunchShape& shape) const {
+  /// Shapes that differ only in cp: one plan serves them all.
+  ShapeOutcome evaluate(const LaunchShape* shapes, std::size_t count) const {
     ShapeOutcome out;
     std::optional<JobPlan> plan;
-    for (const ActivationChoice& choice :
-         search::activation_choices(base_, request_.space, given_, shape)) {
-      std::vector<std::string> added =
-          search::added_arguments(shape, choice, request_.space, given_);
-      std::vector<std::string> line = request_.args;
-      line.insert(line.end(), added.begin(), added.end());
-      Result<JobSpec> spec =
-          job_from_megatron_args(line, request_.world_size, request_.hf, request_.files);
-      if (!spec) {
-        out.refusals.push_back(spec.error().message);
-        continue;
-      }
-      spec->model_name = request_.model_name;
-      if (std::optional<std::string> problem = start_up_problem(*spec)) {
-        out.refusals.push_back(*problem);
-        continue;
-      }
-      if (!plan) {
-        Result<JobPlan> planned = plan_job(*spec);
-        ++out.planned;
-        if (!planned) {
-          out.refusals.push_back(planned.error().message);
-          return out;  // every choice of this shape has the same layouts
+    std::optional<std::string> plan_refused;
+    for (std::size_t s = 0; s < count; ++s) {
+      const std::size_t first = out.candidates.size();
+      for (const ActivationChoice& choice :
+           search::activation_choices(base_, request_.space, given_, shapes[s])) {
+        if (plan_refused) {
+          out.refusals.push_back(*plan_refused);
+          break;
         }
-        plan = std::move(*planned);
+        evaluate_choice(shapes[s], choice, plan, plan_refused, out);
       }
-      Result<std::vector<RankMemory>> memory = rank_memory(*spec, *plan);
-      if (!memory) {
-        out.refusals.push_back(memory.error().message);
-        continue;
-      }
-      Result<StepEstimate> step = estimate_step(*spec, *plan, request_.links);
-      if (!step) {
-        out.refusals.push_back(step.error().message);
-        continue;
-      }
-      SearchCandidate& c = out.candidates.emplace_back();
-      c.added_args = std::move(added);
-      c.parallel = spec->parallel;
-      c.dp = spec->dp;
-      c.expert_dp = spec->expert_dp;
-      c.sequence_parallel = spec->activations.sequence_parallel;
-      c.recompute = spec->activations.recompute;
-      c.distributed_optimizer = spec->strategy != Strategy::unpadded;
-      c.heaviest = (*memory)[static_cast<std::size_t>(heaviest_peak_stage(*memory))];
-      c.step = *step;
+      drop_needless_recompute(out.candidates, first);
     }
     return out;
   }
 
  private:
+  void evaluate_choice(const LaunchShape& shape, const ActivationChoice& choice,
+                       std::optional<JobPlan>& plan, std::optional<std::string>& plan_refused,
+                       ShapeOutcome& out) const {
+    std::vector<std::string> added = search::added_arguments(shape, choice, request_.space, given_);
+    std::vector<std::string> line = request_.args;
+    line.insert(line.end(), added.begin(), added.end());
+    Result<JobSpec> spec =
+        job_from_megatron_args(line, request_.world_size, request_.hf, request_.files);
+    if (!spec) {
+      out.refusals.push_back(spec.error().message);
+      return;
+    }
+    spec->model_name = request_.model_name;
+    if (std::optional<std::string> problem = start_up_problem(*spec)) {
+      out.refusals.push_back(*problem);
+      return;
+    }
+    if (!plan) {
+      Result<JobPlan> planned = plan_job(*spec);
+      ++out.planned;
+      if (!planned) {
+        plan_refused = planned.error().message;
+        out.refusals.push_back(*plan_refused);
+        return;
+      }
+      plan = std::move(*planned);
+    }
+    Result<std::vector<RankMemory>> memory = rank_memory(*spec, *plan);
+    if (!memory) {
+      out.refusals.push_back(memory.error().message);
+      return;
+    }
+    Result<StepEstimate> step = estimate_step(*spec, *plan, request_.links);
+    if (!step) {
+      out.refusals.push_back(step.error().message);
+      return;
+    }
+    SearchCandidate& c = out.candidates.emplace_back();
+    c.added_args = std::move(added);
+    c.parallel = spec->parallel;
+    c.dp = spec->dp;
+    c.expert_dp = spec->expert_dp;
+    c.sequence_parallel = spec->activations.sequence_parallel;
+    c.recompute = spec->activations.recompute;
+    c.distributed_optimizer = spec->strategy != Strategy::unpadded;
+    c.heaviest = (*memory)[static_cast<std::size_t>(heaviest_peak_stage(*memory))];
+    c.step = *step;
+  }
+
+  /// Of one shape's candidates from `first` on: drops those that recompute more than another
+  /// with the same sequence parallelism for no smaller peak (they only cost compute).
+  static void drop_needless_recompute(std::vector<SearchCandidate>& candidates,
+                                      std::size_t first) {
+    const auto needless = [&](const SearchCandidate& c) {
+      for (std::size_t i = first; i < candidates.size(); ++i) {
+        const SearchCandidate& o = candidates[i];
+        if (o.sequence_parallel == c.sequence_parallel && o.recompute < c.recompute &&
+            o.heaviest.peak_bytes <= c.heaviest.peak_bytes) {
+          return true;
+        }
+      }
+      return false;
+    };
+    std::vector<SearchCandidate> kept;
+    for (std::size_t i = first; i < candidates.size(); ++i) {
+      if (!needless(candidates[i])) kept.push_back(candidates[i]);
+    }
+    candidates.resize(first);
+    std::move(kept.begin(), kept.end(), std::back_inserter(candidates));
+  }
+
   const SearchRequest& request_;
   const std::vector<bool>& given_;
   const JobSpec& base_;
@@ -194,13 +238,20 @@ Result<SearchResult> search_launches(const SearchRequest& request, const SearchP
   const std::vector<LaunchShape> shapes =
       search::launch_shapes(*base, request.space, *given, early);
 
+  // Units of shapes that differ only in cp, which launch_shapes lists last.
+  std::vector<std::size_t> unit_starts;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    if (i == 0 || !same_but_cp(shapes[i - 1], shapes[i])) unit_starts.push_back(i);
+  }
+  unit_starts.push_back(shapes.size());
   const Searcher searcher(locked, *given, *base);
-  std::vector<ShapeOutcome> outcomes(shapes.size());
-  const std::int64_t n = static_cast<std::int64_t>(shapes.size());
+  const std::int64_t n = static_cast<std::int64_t>(unit_starts.size()) - 1;
+  std::vector<ShapeOutcome> outcomes(static_cast<std::size_t>(n));
   const std::int64_t done = run_all(
       n, request.threads,
       [&](std::int64_t i) {
-        outcomes[static_cast<std::size_t>(i)] = searcher.evaluate(shapes[static_cast<std::size_t>(i)]);
+        const std::size_t u = static_cast<std::size_t>(i);
+        outcomes[u] = searcher.evaluate(&shapes[unit_starts[u]], unit_starts[u + 1] - unit_starts[u]);
       },
       progress, stop);
 
