@@ -150,7 +150,7 @@ void setup_search(CLI::App& sub, SearchCommand& command) {
   sub.add_option("--model", command.model, "The model's name in the jobs -o writes");
   add_gpu_memory_options(sub, command.gpu);
   const auto sizes = [&](const char* name, std::vector<std::int64_t>& into, const char* what) {
-    sub.add_option(name, into, what)->delimiter(',')->type_name("N,...")->check(
+    sub.add_option(name, into, what)->allow_extra_args(false)->delimiter(',')->type_name("N,...")->check(
         integer_in(1, std::int64_t{1} << 24));
   };
   sizes("--tp", command.tp, "Tensor parallel sizes to try (default: every divisor of the world up to --gpus-per-node)");
@@ -164,6 +164,7 @@ void setup_search(CLI::App& sub, SearchCommand& command) {
   sub.add_option("--fix", command.fix,
                  "Do not vary these (Megatron-LM's default unless ARGS set them): tp, pp, vpp, "
                  "cp, ep, etp, split, sequence-parallel, recompute, distributed-optimizer")
+      ->allow_extra_args(false)
       ->delimiter(',')
       ->type_name("NAME,...");
   sub.add_flag("--vary-distributed-optimizer", command.vary_distributed_optimizer,
