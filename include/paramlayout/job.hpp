@@ -103,10 +103,14 @@ std::string chunk_file_stem(const ChunkPlacement& chunk);
 void mark_quantized_params(ModelChunk& chunk, const ChunkPlacement& placement,
                            const QuantizedParams& quantized, std::int64_t num_layers);
 
+/// What a job is planned for: its files (each manifest hashed, as its layout records it), or
+/// its figures alone (a search weighs thousands of launches and writes none: no hashes).
+enum class JobPlanUse { files, figures };
+
 /// Builds every chunk's manifest, then plans each by plan_chunk, as `plan` does, and charges
 /// each buffer's optimizer state as the job's optimizer allocates it. Fails when the model
 /// cannot be split as asked.
-Result<JobPlan> plan_job(const JobSpec& job);
+Result<JobPlan> plan_job(const JobSpec& job, JobPlanUse use = JobPlanUse::files);
 
 /// Bytes per rank of one pipeline stage: its chunks' params, grads and optimizer state;
 /// nullopt when the stage's total does not fit in 64 bits (plan_job refuses such a job).

@@ -119,6 +119,7 @@ struct BufferLayout {
   /// Sum of the params' numels; nullopt when it does not fit in 64 bits (never for a buffer
   /// that passes check_structure: its params are disjoint and inside it).
   std::optional<std::int64_t> param_numel() const;
+  bool operator==(const BufferLayout&) const = default;
 };
 
 /// A whole model chunk's layout. Copies share the names.

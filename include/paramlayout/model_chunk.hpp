@@ -75,9 +75,8 @@ ModelChunk build_chunk(const ModelSpec& model, const TensorSplit& split,
                        const ChunkPlacement& placement);
 
 /// A chunk as a manifest, every param of `dtype`: `model` names it, `parallel` (when given)
-/// records the split it was made for, and its sha256 is that of its text
-/// (write_manifest_json), as if it had been read from that text. Its source is left empty
-/// for the caller to name. The chunk's elements must fit in 64 bits (ModelChunk::numel).
+/// records the split it was made for. Its sha256 and source are left empty for the caller
+/// (plan_job hashes the text write_manifest_json gives it, as if it had been read from it). The chunk's elements must fit in 64 bits (ModelChunk::numel).
 Manifest chunk_manifest(const ModelChunk& chunk, std::string_view model, DType dtype,
                         const ParallelConfig* parallel);
 

@@ -22,4 +22,14 @@ struct ChunkPlan {
 Result<ChunkPlan> plan_chunk(const Manifest& manifest, const PlanOptions& options,
                              double* plan_ms = nullptr);
 
+/// Whether `a` and `b` hold the same params in the same order in everything but their names
+/// (shapes, dtypes, storage, flags): the planner never reads a name, so one layout serves
+/// both, each under its own names.
+bool same_but_names(const Manifest& a, const Manifest& b);
+
+/// `planned`, the plan of `planned_for`, as the plan of `manifest` (same_but_names with
+/// `planned_for`): each slot takes the name of the param at its position in `manifest`.
+ChunkPlan relabel_plan(const ChunkPlan& planned, const Manifest& planned_for,
+                       const Manifest& manifest);
+
 }  // namespace paramlayout

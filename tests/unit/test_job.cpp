@@ -9,6 +9,7 @@
 #include "paramlayout/check.hpp"
 #include "paramlayout/megatron_args.hpp"
 #include "paramlayout/model_chunk.hpp"
+#include "paramlayout/plan_chunk.hpp"
 #include "test_support.hpp"
 
 using namespace paramlayout;
@@ -251,6 +252,47 @@ TEST_SUITE("job") {
     CHECK(middle.stats.bytes_per_rank.params == doctest::Approx(2.0 * (dense + experts)));
     CHECK(middle.stats.bytes_per_rank.grads == doctest::Approx(4.0 * (dense + experts)));
     check_every_chunk(plan);
+  }
+
+  TEST_CASE("stages that repeat share one plan, each under its own names, as if planned alone") {
+    const Args line = small_model(8) + Args{"--pipeline-model-parallel-size", "4",
+                                            "--use-distributed-optimizer", "--bf16"};
+    const JobSpec spec = job(line, 16);
+    const JobPlan plan = expect_ok(plan_job(spec));
+    const JobChunk& second = chunk(plan, 1, 0);
+    const JobChunk& third = chunk(plan, 2, 0);
+    REQUIRE(same_but_names(second.manifest, third.manifest));
+    for (const JobChunk& c : plan.chunks) {
+      CAPTURE(c.placement.stage);
+      const ChunkPlan alone = expect_ok(plan_chunk(c.manifest, c.layout.options));
+      CHECK(c.layout.buffers == alone.layout.buffers);
+      CHECK(c.layout.manifest_sha256 == c.manifest.sha256);
+      CHECK(c.layout_stats.bytes_per_rank == alone.stats.bytes_per_rank);
+      CHECK(c.layout.names == c.manifest.names);
+    }
+    // Planned for its figures alone: the same figures, no manifest hashed.
+    const JobPlan figures = expect_ok(plan_job(spec, JobPlanUse::figures));
+    REQUIRE(figures.chunks.size() == plan.chunks.size());
+    for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
+      CHECK(figures.chunks[i].stats.bytes_per_rank == plan.chunks[i].stats.bytes_per_rank);
+      CHECK(figures.chunks[i].manifest.sha256.empty());
+    }
+    // Under other names: each slot takes its param's new name.
+    Manifest renamed = third.manifest;
+    renamed.names = std::make_shared<NameStore>();
+    for (Param& p : renamed.params) p.name = renamed.names->add("renamed." + std::string(p.name));
+    REQUIRE(same_but_names(second.manifest, renamed));
+    const ChunkPlan relabelled =
+        relabel_plan(ChunkPlan{second.layout, second.layout_stats}, second.manifest, renamed);
+    const ChunkPlan alone = expect_ok(plan_chunk(renamed, second.layout.options));
+    CHECK(relabelled.layout.buffers == alone.layout.buffers);
+    CHECK(relabelled.stats.buffers.front().largest_param ==
+          alone.stats.buffers.front().largest_param);
+    CHECK(check_layout(relabelled.layout, renamed).empty());
+    // A param whose flags differ is not the same chunk.
+    Manifest other = third.manifest;
+    other.params.back().use_muon = !other.params.back().use_muon;
+    CHECK_FALSE(same_but_names(second.manifest, other));
   }
 
   TEST_CASE("DeepSeek-V3's expert state: 58.6 GiB per rank with ep 64 on 128 GPUs") {

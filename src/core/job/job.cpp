@@ -4,10 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "job/optimizer_charge.hpp"
 #include "paramlayout/model_chunk.hpp"
+#include "paramlayout/manifest.hpp"
 #include "paramlayout/plan_chunk.hpp"
 
 namespace paramlayout {
@@ -51,7 +53,7 @@ PlanOptions job_plan_options(const JobSpec& job, const ChunkPlacement& chunk,
   return options;
 }
 
-Result<JobPlan> plan_job(const JobSpec& job) {
+Result<JobPlan> plan_job(const JobSpec& job, JobPlanUse use) {
   const TensorSplit split{job.parallel.tp, job.parallel.ep, job.parallel.etp};
   if (std::optional<std::string> problem = split_problem(job.model, split)) {
     return Error{"the model cannot be split: " + *problem};
@@ -86,18 +88,38 @@ Result<JobPlan> plan_job(const JobSpec& job) {
     }
     c.manifest = chunk_manifest(chunk, chunk_name(job, placement), job.param_dtype, &parallel);
     c.manifest.source = chunk_file_stem(placement) + ".manifest.json";
+    if (use == JobPlanUse::files) c.manifest.sha256 = sha256_hex(write_manifest_json(c.manifest));
     stage_params[static_cast<std::size_t>(placement.stage)] += c.param_elements;
   }
-  for (JobChunk& c : out.chunks) {
+  // Stages repeat: a chunk whose params match an earlier one's but for their names, under the
+  // same options, takes that chunk's plan under its own names.
+  std::vector<std::size_t> planned_chunks;
+  std::vector<std::size_t> planned_as;
+  for (std::size_t i = 0; i < out.chunks.size(); ++i) {
+    JobChunk& c = out.chunks[i];
     const PlanOptions options = job_plan_options(
         job, c.placement, stage_params[static_cast<std::size_t>(c.placement.stage)]);
-    Result<ChunkPlan> planned = plan_chunk(c.manifest, options);
-    if (!planned) return planned.error();
-    c.layout = std::move(planned->layout);
-    c.layout_stats = planned->stats;
-    c.stats = std::move(planned->stats);
+    const auto earlier = std::find_if(planned_chunks.begin(), planned_chunks.end(), [&](std::size_t e) {
+      const JobChunk& p = out.chunks[e];
+      return p.layout.options == options && same_but_names(p.manifest, c.manifest);
+    });
+    ChunkPlan plan;
+    if (earlier != planned_chunks.end()) {
+      const JobChunk& p = out.chunks[*earlier];
+      plan = relabel_plan(ChunkPlan{p.layout, p.layout_stats}, p.manifest, c.manifest);
+      planned_as.push_back(*earlier);
+    } else {
+      Result<ChunkPlan> planned = plan_chunk(c.manifest, options);
+      if (!planned) return planned.error();
+      plan = std::move(*planned);
+      planned_chunks.push_back(i);
+      planned_as.push_back(i);
+    }
+    c.layout = std::move(plan.layout);
+    c.layout_stats = plan.stats;
+    c.stats = std::move(plan.stats);
   }
-  if (Result<void> charged = charge_optimizer_state(job, out); !charged) return charged.error();
+  if (Result<void> charged = charge_optimizer_state(job, out, planned_as); !charged) return charged.error();
   std::vector<BytesPerRank> stages;
   for (std::int64_t stage = 0; stage < job.parallel.pp; ++stage) {
     const std::optional<BytesPerRank> memory = stage_memory(out, stage);

@@ -109,8 +109,17 @@ Result<std::int64_t> buffer_state(const JobSpec& job, const ChunkPlacement& at,
 
 }  // namespace
 
-Result<void> charge_optimizer_state(const JobSpec& job, JobPlan& plan) {
-  for (JobChunk& c : plan.chunks) {
+Result<void> charge_optimizer_state(const JobSpec& job, JobPlan& plan,
+                                    std::span<const std::size_t> planned_as) {
+  for (std::size_t k = 0; k < plan.chunks.size(); ++k) {
+    JobChunk& c = plan.chunks[k];
+    if (k < planned_as.size() && planned_as[k] != k) {
+      const std::vector<BufferStats>& same = plan.chunks[planned_as[k]].stats.buffers;
+      for (std::size_t i = 0; i < same.size(); ++i) {
+        c.stats.buffers[i].bytes_per_rank.optimizer = same[i].bytes_per_rank.optimizer;
+      }
+      continue;
+    }
     const ParamIndex params = index_params(c.manifest);
     for (std::size_t i = 0; i < c.layout.buffers.size(); ++i) {
       Result<std::int64_t> bytes = buffer_state(job, c.placement, c.layout.buffers[i], params);

@@ -2,6 +2,8 @@
 // allocates on each rank's GPU, param by param (optimizer_state.hpp).
 #pragma once
 
+#include <span>
+
 #include "paramlayout/error.hpp"
 #include "paramlayout/job.hpp"
 
@@ -13,8 +15,10 @@ namespace paramlayout {
 /// layerwise buffers, every param of unpadded ones; with
 /// --optimizer-offload-fraction < 1, what HybridDeviceOptimizer keeps on the
 /// GPU. Fails where Megatron-LM cannot build the optimizer or a figure does not
-/// fit in 64 bits.
-Result<void> charge_optimizer_state(const JobSpec& job, JobPlan& plan);
+/// fit in 64 bits. `planned_as[i]`, where given, is the chunk whose plan chunk i shares under
+/// its own names (relabel_plan; i itself when planned on its own): its state is that chunk's.
+Result<void> charge_optimizer_state(const JobSpec& job, JobPlan& plan,
+                                    std::span<const std::size_t> planned_as = {});
 
 }  // namespace paramlayout
 

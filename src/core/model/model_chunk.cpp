@@ -206,7 +206,6 @@ Manifest chunk_manifest(const ModelChunk& chunk, std::string_view model, DType d
     p.use_muon = c.use_muon;
     p.storage = c.storage;
   }
-  manifest.sha256 = sha256_hex(write_manifest_json(manifest));
   return manifest;
 }
 

@@ -112,7 +112,7 @@ class Searcher {
       return;
     }
     if (!plan) {
-      Result<JobPlan> planned = plan_job(*spec);
+      Result<JobPlan> planned = plan_job(*spec, JobPlanUse::figures);
       ++out.planned;
       if (!planned) {
         plan_refused = planned.error().message;
