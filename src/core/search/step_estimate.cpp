@@ -118,7 +118,7 @@ Result<StepEstimate> estimate_step(const JobSpec& job, const JobPlan& plan,
         comm += seconds(static_cast<double>(b.traffic.sent_bytes), link(span));
       }
     }
-    double tensor = 0, context = 0, expert = 0;
+    double tensor = 0, context = 0, expert = 0, expert_tensor = 0;
     for (const LayerSpec& layer : stage_layers(job, plan, stage)) {
       // Korthikanti et al. 2022, 4.2.2: each of the attention and MLP blocks all-reduces
       // (or, sequence parallel, all-gathers and reduce-scatters) s x b x h once forward and
@@ -138,17 +138,21 @@ Result<StepEstimate> estimate_step(const JobSpec& job, const JobPlan& plan,
         // and backward (moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher).
         const double routed = hidden / sp_tp * static_cast<double>(a.moe_router_topk);
         expert += ring_bytes(routed, p.ep, 2 * (forwards + 1));
+        // With expert tensor parallelism the tokens each rank received are all-gathered
+        // over the expert tensor-parallel group and their outputs reduce-scattered back
+        // (token_dispatcher.py:741-751, 824-832, over the expert tensor-parallel group).
+        expert_tensor += ring_bytes(routed * static_cast<double>(p.etp), p.etp, 2 * (forwards + 1));
       }
     }
     t.tensor_parallel = saturated(tensor * m);
     t.context_parallel = saturated(context * m);
-    t.expert_parallel = saturated(expert * m);
+    t.expert_parallel = saturated((expert + expert_tensor) * m);
     // Each virtual chunk sends its output forward and its input's grad backward per
     // micro-batch (sequence parallel: a tensor-parallel rank's share).
     t.pipeline = p.pp <= 1 ? 0 : saturated(2 * static_cast<double>(p.vpp) * m * hidden / sp_tp);
     comm += seconds(static_cast<double>(t.tensor_parallel), link(p.tp)) +
             seconds(static_cast<double>(t.context_parallel), link(p.tp * p.cp)) +
-            seconds(static_cast<double>(t.expert_parallel), link(p.etp * p.ep)) +
+            seconds(expert * m, link(p.etp * p.ep)) + seconds(expert_tensor * m, link(p.etp)) +
             seconds(static_cast<double>(t.pipeline), link(job.world_size));
     if (first || comm > best.communication_seconds) {
       best.stage = stage;
