@@ -143,8 +143,8 @@ std::vector<LaunchShape> launch_shapes(const JobSpec& base, const SearchSpace& s
       for (std::int64_t ep : eps) {
         for (std::int64_t etp : etps) {
           // parallel_state.py, initialize_model_parallel: the expert layers' world is
-          // etp x ep x pp x expert dp.
-          if (world % (etp * ep * pp) != 0) {
+          // etp x ep x pp x expert dp (a dense model's is tp x pp x cp x dp's, below).
+          if (experts && world % (etp * ep * pp) != 0) {
             refused.push_back({fmt::format("the world ({}) is not divisible by etp x ep x pp "
                                            "= {} x {} x {}", world, etp, ep, pp)});
             continue;

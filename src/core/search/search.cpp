@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <set>
 #include <iterator>
 #include <thread>
 
@@ -262,7 +263,12 @@ Result<SearchResult> search_launches(const SearchRequest& request, const SearchP
     RejectedReason& r = reasons[reason_of(message)];
     if (r.count++ == 0) r.example = message;
   };
-  for (const search::EarlyRefusal& e : early) refuse(e.reason);
+  // A size combination refused before planning is met once per value of the dimensions
+  // inside its loop: it counts once.
+  std::set<std::string> early_seen;
+  for (const search::EarlyRefusal& e : early) {
+    if (early_seen.insert(e.reason).second) refuse(e.reason);
+  }
   for (ShapeOutcome& o : outcomes) {
     result.planned += o.planned;
     for (const std::string& message : o.refusals) refuse(message);
