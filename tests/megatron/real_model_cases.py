@@ -251,3 +251,28 @@ def config_cases(splits=("1",)):
                 line += ["--tensor-model-parallel-size", str(size)]
             out.append((8 * size, line, None, str(config)))
     return out
+
+
+# A search's space for the judge: a small MoE with MTP on 8 GPUs; `paramlayout search` varies
+# tp, pp, vpp, cp, ep, etp, the split, sequence parallelism and recompute around it.
+SEARCH_WORLD = 8
+SEARCH_LINE = LLAMA + ["--num-layers", "8"] + MOE + [
+    "--mtp-num-layers", "1", "--seq-length", "128", "--micro-batch-size", "1",
+    "--global-batch-size", "32"] + DISTOPT
+
+
+def search_cases(binary, count):
+    """COUNT of the launches `paramlayout search` lists for SEARCH_LINE, spread evenly over its
+    ranked list (the first and the last among them), each a case that must be identical."""
+    import json
+    import subprocess
+    result = subprocess.run([binary, "search", "--world-size", str(SEARCH_WORLD), "--json",
+                             "--threads", "1", "--"] + SEARCH_LINE,
+                            capture_output=True, text=True, check=True)
+    candidates = json.loads(result.stdout)["candidates"]
+    if len(candidates) <= count:
+        chosen = range(len(candidates))
+    else:
+        chosen = sorted({round(i * (len(candidates) - 1) / (count - 1)) for i in range(count)})
+    return [(SEARCH_WORLD, candidates[i]["args"], 0) for i in chosen]
+

@@ -3,6 +3,7 @@
 
     real_model_suite.py BINARY --sample              # the fixed sample (CI)
     real_model_suite.py BINARY --random N [--seed S]  # N random lines (the slow suite)
+    real_model_suite.py BINARY --search N             # N launches a search lists
 
 Run with any python3: it prepares Megatron-LM's environment with tools/megatron-env.sh and
 runs itself again in that environment's python. Exit 77 (skipped) with the reason where the
@@ -81,6 +82,9 @@ def main():
                              "config in testdata/configs is built by Megatron-Bridge")
     parser.add_argument("--known", action="store_true",
                         help="also the lines on which the two are known to differ")
+    parser.add_argument("--search", type=int, default=0,
+                        help="launches of a search (real_model_cases.SEARCH_LINE), spread "
+                             "over its ranked list, each judged")
     parser.add_argument("--seed", default="real-model")
     parser.add_argument("--max-ranks", type=int, default=16,
                         help="dp ranks whose shard ranges are checked per buffer (all up to it)")
@@ -108,6 +112,9 @@ def main():
     if opts.random:
         chosen += [(w, line, rc, False, None)
                    for w, line, rc in cases.random_cases(opts.random, opts.seed)]
+    if opts.search:
+        chosen += [(w, line, rc, True, None)
+                   for w, line, rc in cases.search_cases(opts.binary, opts.search)]
     if opts.configs:
         splits = tuple(opts.configs.split(","))
         chosen += [(w, line, rc, False, c) for w, line, rc, c in cases.config_cases(splits)]

@@ -55,6 +55,10 @@ std::optional<std::string> start_up_problem(const JobSpec& job) {
                        "(num_microbatches_calculator.py:382)",
                        a.global_batch_size, a.micro_batch_size, job.dp);
   }
+  if (job.model.moe.num_experts > 0 && job.parallel.tp > 1 && !a.sequence_parallel) {
+    return std::string("MoE layers under tensor parallelism need --sequence-parallel: "
+                       "training's first forward raises without it (moe_layer.py:636-640)");
+  }
   const std::int64_t m = a.global_batch_size / per_step;
   if (job.parallel.vpp > 1 && (m < job.parallel.pp || m % job.parallel.pp != 0)) {
     return fmt::format("the interleaved schedule needs micro-batches ({}) to be a multiple of "
