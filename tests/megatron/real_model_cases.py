@@ -256,7 +256,7 @@ def config_cases(splits=("1",)):
 # A search's space for the judge: a small MoE with MTP on 8 GPUs; `paramlayout search` varies
 # tp, pp, vpp, cp, ep, etp, the split, sequence parallelism and recompute around it.
 SEARCH_WORLD = 8
-SEARCH_LINE = LLAMA + ["--num-layers", "8"] + MOE + [
+SEARCH_LINE = ["--num-layers", "8"] + LLAMA[2:] + MOE + [
     "--mtp-num-layers", "1", "--seq-length", "128", "--micro-batch-size", "1",
     "--global-batch-size", "32"] + DISTOPT
 
