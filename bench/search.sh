@@ -25,7 +25,7 @@ row() {  # DESCRIPTION THREADS COMMAND...
   local what=$1 threads=$2 first launches plans wall cpu rss
   shift 2
   # "... N launches Megatron-LM accepts (M layouts planned) ..."
-  first=$("$bin" "$1" --threads "$threads" "${@:2}" 2>/dev/null | head -1)
+  first=$("$bin" "$1" --threads "$threads" "${@:2}" 2>/dev/null | sed -n 1p)
   launches=$(sed -n 's/.*: \([0-9,]*\) launches.*/\1/p' <<<"$first" | tr -d ,)
   plans=$(sed -n 's/.*(\([0-9,]*\) layouts planned.*/\1/p' <<<"$first" | tr -d ,)
   read -r wall cpu rss <<<"$(best_of "$runs" "$bin" "$1" --threads "$threads" "${@:2}")"

@@ -22,10 +22,12 @@ namespace paramlayout {
 /// What a search may vary. A dimension the launch line already gives is fixed.
 enum class SearchDimension : std::uint8_t {
   tp, pp, vpp, cp, ep, etp, split, sequence_parallel, recompute, distributed_optimizer,
+  optimizer_instances,
 };
-inline constexpr std::size_t kSearchDimensions = 10;
+inline constexpr std::size_t kSearchDimensions = 11;
 
-/// "tp", "pp", ..., "split", "sequence-parallel", "recompute", "distributed-optimizer".
+/// "tp", "pp", ..., "split", "sequence-parallel", "recompute", "distributed-optimizer",
+/// "optimizer-instances".
 std::string_view to_string(SearchDimension dimension);
 std::optional<SearchDimension> parse_search_dimension(std::string_view name);
 
@@ -38,7 +40,8 @@ struct SearchSpace {
   /// The largest tp and etp tried when their lists are empty (0: no limit): a node's GPUs.
   std::int64_t max_tensor_parallel = 0;
   /// Dimensions not varied: with their Megatron-LM default unless the launch line sets them.
-  std::vector<SearchDimension> fixed{SearchDimension::distributed_optimizer};
+  std::vector<SearchDimension> fixed{SearchDimension::distributed_optimizer,
+                                     SearchDimension::optimizer_instances};
 
   bool varies(SearchDimension dimension) const;
 };
@@ -52,6 +55,7 @@ struct SearchCandidate {
   bool sequence_parallel = false;
   Recompute recompute = Recompute::none;
   bool distributed_optimizer = false;
+  std::int64_t optimizer_instances = 1;  ///< --num-distributed-optimizer-instances
   RankMemory heaviest;  ///< the stage whose peak is the largest
   StepEstimate step;
 };

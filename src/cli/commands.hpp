@@ -141,7 +141,7 @@ struct SearchCommand {
   std::vector<std::int64_t> tp, pp, vpp, cp, ep, etp;  ///< empty: every size the world allows
   std::int64_t max_pp = 0;
   std::vector<std::string> fix;  ///< dimensions not varied
-  bool vary_distributed_optimizer = false;
+  std::vector<std::string> vary;  ///< dimensions fixed by default, to vary
   std::string rank_by = "time";
   std::size_t top = 10;
   double link_gbps = 400;

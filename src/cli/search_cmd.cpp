@@ -51,14 +51,21 @@ Result<SearchSpace> search_space(const SearchCommand& c) {
   space.etp = c.etp;
   space.max_pp = c.max_pp;
   space.max_tensor_parallel = c.gpus_per_node;
-  if (c.vary_distributed_optimizer) space.fixed.clear();
+  const auto dimension = [](std::string_view option,
+                            const std::string& name) -> Result<SearchDimension> {
+    if (const std::optional<SearchDimension> d = parse_search_dimension(name)) return *d;
+    return Error{fmt::format("{}: expected tp, pp, vpp, cp, ep, etp, split, sequence-parallel, "
+                             "recompute, distributed-optimizer or optimizer-instances, got '{}'",
+                             option, name)};
+  };
+  for (const std::string& name : c.vary) {
+    Result<SearchDimension> d = dimension("--vary", name);
+    if (!d) return d.error();
+    std::erase(space.fixed, *d);
+  }
   for (const std::string& name : c.fix) {
-    const std::optional<SearchDimension> d = parse_search_dimension(name);
-    if (!d) {
-      return Error{fmt::format("--fix: expected tp, pp, vpp, cp, ep, etp, split, "
-                               "sequence-parallel, recompute or distributed-optimizer, got '{}'",
-                               name)};
-    }
+    Result<SearchDimension> d = dimension("--fix", name);
+    if (!d) return d.error();
     space.fixed.push_back(*d);
   }
   return space;
@@ -163,12 +170,17 @@ void setup_search(CLI::App& sub, SearchCommand& command) {
       ->check(integer_in(1, std::int64_t{1} << 24));
   sub.add_option("--fix", command.fix,
                  "Do not vary these (Megatron-LM's default unless ARGS set them): tp, pp, vpp, "
-                 "cp, ep, etp, split, sequence-parallel, recompute, distributed-optimizer")
+                 "cp, ep, etp, split, sequence-parallel, recompute")
       ->allow_extra_args(false)
       ->delimiter(',')
       ->type_name("NAME,...");
-  sub.add_flag("--vary-distributed-optimizer", command.vary_distributed_optimizer,
-               "Try launches without --use-distributed-optimizer too (else the line's choice)");
+  sub.add_option("--vary", command.vary,
+                 "Also vary these, which the line's choice fixes by default: "
+                 "distributed-optimizer (with and without --use-distributed-optimizer), "
+                 "optimizer-instances (--num-distributed-optimizer-instances)")
+      ->allow_extra_args(false)
+      ->delimiter(',')
+      ->type_name("NAME,...");
   sub.add_option("--rank-by", command.rank_by,
                  "Order the launches that fit by: time (estimated step), memory (peak), "
                  "traffic (bytes sent per step), bubble")

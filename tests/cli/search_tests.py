@@ -31,21 +31,42 @@ def search(*options, line=LINE, world=16, config="llama3.2-1b.json"):
 
 
 class Candidates(unittest.TestCase):
-    def test_each_figure_is_jobs(self):
-        found = search("--gpu-memory", "H100")
-        candidates = found["candidates"]
+    def assert_figures_are_jobs(self, candidates, config, world=16):
+        """A sample across `candidates`, each replanned with `job`: its peak and persistent
+        bytes must be job.json's heaviest stage's."""
         self.assertGreater(len(candidates), 10)
-        sample = candidates[:: max(1, len(candidates) // 8)]
-        for c in sample:
+        for c in candidates[:: max(1, len(candidates) // 8)]:
             with tempfile.TemporaryDirectory() as tmp:
-                result = run("job", "--world-size", 16, "--hf-config",
-                             ROOT / "testdata/configs/llama3.2-1b.json", "-o", Path(tmp) / "j",
+                result = run("job", "--world-size", world, "--hf-config",
+                             ROOT / "testdata/configs" / config, "-o", Path(tmp) / "j",
                              "-q", "--", *c["args"])
                 self.assertEqual(result.returncode, 0, result.stderr)
                 stages = json.loads((Path(tmp) / "j/job.json").read_text())["memory"]["stages"]
                 heaviest = max(stages, key=lambda s: s["peak_bytes"])
                 self.assertEqual(c["peak_bytes"], heaviest["peak_bytes"], c["args"])
                 self.assertEqual(c["persistent_bytes"], heaviest["persistent_bytes"], c["args"])
+
+    def test_each_figure_is_jobs(self):
+        self.assert_figures_are_jobs(search("--gpu-memory", "H100")["candidates"],
+                                     "llama3.2-1b.json")
+
+    def test_moe_figures_are_jobs(self):
+        line = LINE + ["--moe-grouped-gemm"]
+        candidates = search(line=line, config="qwen3-30b-a3b.json")["candidates"]
+        self.assertGreater(len({c["ep"] for c in candidates}), 2)
+        # MoE under tensor parallelism only with sequence parallelism (moe_layer.py:636).
+        self.assertTrue(all(c["sequence_parallel"] for c in candidates if c["tp"] > 1))
+        self.assert_figures_are_jobs(candidates, "qwen3-30b-a3b.json")
+
+    def test_optimizer_instances_varied(self):
+        candidates = search("--vary", "optimizer-instances")["candidates"]
+        counts = {c["optimizer_instances"] for c in candidates}
+        self.assertGreater(len(counts), 2)
+        for c in candidates:
+            self.assertEqual(c["dp"] * c["cp"] % c["optimizer_instances"], 0)
+        self.assertEqual({c["optimizer_instances"] for c in search()["candidates"]}, {1})
+        self.assert_figures_are_jobs(
+            [c for c in candidates if c["optimizer_instances"] > 1], "llama3.2-1b.json")
 
     def test_sizes_divide_the_world(self):
         for c in search()["candidates"]:

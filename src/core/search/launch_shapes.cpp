@@ -15,7 +15,7 @@ namespace {
 using D = SearchDimension;
 
 /// The arguments that set each dimension (a layout string sets vpp and the split).
-constexpr std::array<std::pair<D, std::string_view>, 16> kSetBy{{
+constexpr std::array<std::pair<D, std::string_view>, 17> kSetBy{{
     {D::tp, "--tensor-model-parallel-size"},
     {D::pp, "--pipeline-model-parallel-size"},
     {D::vpp, "--num-virtual-stages-per-pipeline-rank"},
@@ -32,6 +32,7 @@ constexpr std::array<std::pair<D, std::string_view>, 16> kSetBy{{
     {D::sequence_parallel, "--sequence-parallel"},
     {D::recompute, "--recompute-granularity"},
     {D::distributed_optimizer, "--use-distributed-optimizer"},
+    {D::optimizer_instances, "--num-distributed-optimizer-instances"},
 }};
 
 bool varies(const SearchSpace& space, const std::vector<bool>& given, D d) {
@@ -114,6 +115,19 @@ std::vector<std::int64_t> virtual_stages(std::int64_t layers, std::int64_t pp,
   return out;
 }
 
+/// Distributed optimizer instances to try: every count that divides both the dense shards
+/// (dp x cp) and the expert ones (megatron_args: Megatron-LM's check), with the distributed
+/// optimizer only.
+std::vector<std::int64_t> optimizer_instances(const JobSpec& base, const SearchSpace& space,
+                                              const std::vector<bool>& given, bool distributed,
+                                              std::int64_t dense_shards,
+                                              std::int64_t expert_shards) {
+  if (!distributed) return {1};
+  if (!varies(space, given, D::optimizer_instances)) return {base.optimizer_instances};
+  if (base.strategy == Strategy::layerwise) return {1};
+  return divisors(std::gcd(dense_shards, expert_shards));
+}
+
 }  // namespace
 
 std::vector<LaunchShape> launch_shapes(const JobSpec& base, const SearchSpace& space,
@@ -155,6 +169,9 @@ std::vector<LaunchShape> launch_shapes(const JobSpec& base, const SearchSpace& s
             if (varies(space, given, D::vpp)) vpps = virtual_stages(layers, pp, split, space.vpp);
             for (std::int64_t vpp : vpps) {
               for (bool d : dist) {
+                for (std::int64_t instances :
+                     optimizer_instances(base, space, given, d, world / (tp * pp),
+                                         world / (etp * ep * pp))) {
                 // Context parallel sizes last: they share one plan (the buffers are sharded
                 // over dp x cp = world / (tp x pp) whatever cp is).
                 for (std::int64_t cp : cps) {
@@ -171,7 +188,8 @@ std::vector<LaunchShape> launch_shapes(const JobSpec& base, const SearchSpace& s
                                                    "(arguments.py:1336)", seq, cp)});
                     continue;
                   }
-                  out.push_back({tp, pp, vpp, cp, ep, etp, split, d});
+                  out.push_back({tp, pp, vpp, cp, ep, etp, split, d, instances});
+                }
                 }
               }
             }
@@ -234,6 +252,8 @@ std::vector<std::string> added_arguments(const LaunchShape& shape, const Activat
   if (varies(space, given, D::distributed_optimizer) && shape.distributed_optimizer) {
     out.emplace_back("--use-distributed-optimizer");
   }
+  size(D::optimizer_instances, "--num-distributed-optimizer-instances",
+       shape.optimizer_instances, 1);
   if (varies(space, given, D::sequence_parallel) && choice.sequence_parallel) {
     out.emplace_back("--sequence-parallel");
   }

@@ -27,6 +27,7 @@ struct LaunchShape {
   std::int64_t tp = 1, pp = 1, vpp = 1, cp = 1, ep = 1, etp = 1;
   PipelineSplit split;
   bool distributed_optimizer = false;
+  std::int64_t optimizer_instances = 1;
 };
 
 /// What decides only the activations.

@@ -23,7 +23,7 @@ using search::LaunchShape;
 
 constexpr std::array<std::string_view, kSearchDimensions> kDimensionNames{
     "tp", "pp", "vpp", "cp", "ep", "etp", "split", "sequence-parallel", "recompute",
-    "distributed-optimizer"};
+    "distributed-optimizer", "optimizer-instances"};
 
 /// A refusal's reason with its numbers as N, so that refusals for one reason count together.
 std::string reason_of(std::string_view message) {
@@ -70,7 +70,8 @@ std::optional<std::string> start_up_problem(const JobSpec& job) {
 
 bool same_but_cp(const LaunchShape& a, const LaunchShape& b) {
   return a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp && a.ep == b.ep && a.etp == b.etp &&
-         a.split == b.split && a.distributed_optimizer == b.distributed_optimizer;
+         a.split == b.split && a.distributed_optimizer == b.distributed_optimizer &&
+         a.optimizer_instances == b.optimizer_instances;
 }
 
 class Searcher {
@@ -144,6 +145,7 @@ class Searcher {
     c.sequence_parallel = spec->activations.sequence_parallel;
     c.recompute = spec->activations.recompute;
     c.distributed_optimizer = spec->strategy != Strategy::unpadded;
+    c.optimizer_instances = spec->optimizer_instances;
     c.heaviest = (*memory)[static_cast<std::size_t>(heaviest_peak_stage(*memory))];
     c.step = *step;
   }

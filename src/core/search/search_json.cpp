@@ -26,6 +26,7 @@ void write_candidate(json::Writer& w, const SearchRequest& request, const Search
   w.raw(", \"sequence_parallel\": ").boolean(c.sequence_parallel);
   w.raw(", \"recompute\": ").quoted(to_string(c.recompute));
   w.raw(", \"distributed_optimizer\": ").boolean(c.distributed_optimizer);
+  w.raw(", \"optimizer_instances\": ").integer(c.optimizer_instances);
   w.raw(", \"added_args\": ");
   write_strings(w, c.added_args);
   w.raw(", \"args\": ");

@@ -111,11 +111,19 @@ Result<StepEstimate> estimate_step(const JobSpec& job, const JobPlan& plan,
     double comm = 0;
     for (const JobChunk& c : plan.chunks) {
       if (c.placement.stage != stage) continue;
-      for (const BufferStats& b : c.stats.buffers) {
-        t.data_parallel += b.traffic.sent_bytes;
+      for (std::size_t i = 0; i < c.stats.buffers.size(); ++i) {
+        const BufferStats& b = c.stats.buffers[i];
+        // With several distributed optimizer instances, each rank's shard of the grads is
+        // all-reduced across them after the reduce-scatter (param_and_grad_buffer.py:734-760).
+        const std::int64_t shards = c.layout.buffers[i].num_shards.value_or(1);
+        const double across = ring_bytes(
+            static_cast<double>(b.bytes_per_rank.grads) / static_cast<double>(shards),
+            job.optimizer_instances, 2);
+        const double sent = static_cast<double>(b.traffic.sent_bytes) + across;
+        t.data_parallel += saturated(sent);
         const std::int64_t span = b.key.expert_parallel ? job.world_size / p.pp
                                                         : p.tp * p.cp * job.dp;
-        comm += seconds(static_cast<double>(b.traffic.sent_bytes), link(span));
+        comm += seconds(sent, link(span));
       }
     }
     double tensor = 0, context = 0, expert = 0, expert_tensor = 0;
