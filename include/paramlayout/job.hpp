@@ -104,7 +104,8 @@ void mark_quantized_params(ModelChunk& chunk, const ChunkPlacement& placement,
                            const QuantizedParams& quantized, std::int64_t num_layers);
 
 /// What a job is planned for: its files (each manifest hashed, as its layout records it), or
-/// its figures alone (a search weighs thousands of launches and writes none: no hashes).
+/// its figures alone (a search weighs thousands of launches and writes none: no hashes, and
+/// the planner's layouts trusted without a structure check).
 enum class JobPlanUse { files, figures };
 
 /// Builds every chunk's manifest, then plans each by plan_chunk, as `plan` does, and charges

@@ -161,9 +161,16 @@ struct LayoutFootprint {
 /// The footprint of a planned `layout`; nullopt when a figure does not fit in 64 bits.
 std::optional<LayoutFootprint> layout_footprint(const Layout& layout);
 
+/// Whether a layout's structure is checked before its figures are taken: always for a layout
+/// read from a file; `trusted` only for one the planner has just made, when its figures alone
+/// are wanted (a search's thousands of plans).
+enum class LayoutStructure { check, trusted };
+
 /// The figures of `layout`, planned from `manifest` (for the params' shapes). Fails when the
-/// layout breaks a promise of check_structure, or a figure does not fit in 64 bits.
-Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest);
+/// layout breaks a promise of check_structure (unless `trusted`), or a figure does not fit in
+/// 64 bits.
+Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest,
+                                 LayoutStructure structure = LayoutStructure::check);
 
 /// The figures as one JSON object (no newline), as `stats --json` prints them and a
 /// layout's `stats` member holds them. The keys, in order: param_elements, padding,

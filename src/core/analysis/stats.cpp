@@ -174,8 +174,11 @@ double LayoutTraffic::estimated_seconds(double gbps) const {
   return gbps > 0 ? static_cast<double>(sent_bytes) * 8 / (gbps * 1e9) : 0.0;
 }
 
-Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest) {
-  if (Result<void> valid = validate_structure(layout); !valid) return valid.error();
+Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest,
+                                 LayoutStructure structure) {
+  if (structure == LayoutStructure::check) {
+    if (Result<void> valid = validate_structure(layout); !valid) return valid.error();
+  }
   const auto too_large = [&](std::string_view what) {
     return Error{fmt::format("{}: {} more than {}, the most a 64-bit figure holds: too large",
                              layout.source.empty() ? manifest.source : layout.source, what,

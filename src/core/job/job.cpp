@@ -109,7 +109,9 @@ Result<JobPlan> plan_job(const JobSpec& job, JobPlanUse use) {
       plan = relabel_plan(ChunkPlan{p.layout, p.layout_stats}, p.manifest, c.manifest);
       planned_as.push_back(*earlier);
     } else {
-      Result<ChunkPlan> planned = plan_chunk(c.manifest, options);
+      Result<ChunkPlan> planned =
+          plan_chunk(c.manifest, options, nullptr,
+                     use == JobPlanUse::files ? LayoutStructure::check : LayoutStructure::trusted);
       if (!planned) return planned.error();
       plan = std::move(*planned);
       planned_chunks.push_back(i);

@@ -46,18 +46,27 @@ struct ShapeOutcome {
   std::int64_t planned = 0;
 };
 
+/// MoE layers under tensor parallelism without sequence parallelism: training's first forward
+/// raises (moe_layer.py:636-640).
+std::optional<std::string> moe_problem(const ModelSpec& model, std::int64_t tp,
+                                       bool sequence_parallel) {
+  if (model.moe.num_experts == 0 || tp == 1 || sequence_parallel) return std::nullopt;
+  return std::string("MoE layers under tensor parallelism need --sequence-parallel: "
+                     "training's first forward raises without it (moe_layer.py:636-640)");
+}
+
 /// The start-up checks a plan does not make: Megatron-LM refuses these before step 1.
 std::optional<std::string> start_up_problem(const JobSpec& job) {
   const ActivationOptions& a = job.activations;
+  if (std::optional<std::string> moe =
+          moe_problem(job.model, job.parallel.tp, a.sequence_parallel)) {
+    return moe;
+  }
   const std::int64_t per_step = a.micro_batch_size * job.dp;
   if (a.global_batch_size % per_step != 0) {
     return fmt::format("--global-batch-size {} is not a multiple of micro batch x dp = {} x {} "
                        "(num_microbatches_calculator.py:382)",
                        a.global_batch_size, a.micro_batch_size, job.dp);
-  }
-  if (job.model.moe.num_experts > 0 && job.parallel.tp > 1 && !a.sequence_parallel) {
-    return std::string("MoE layers under tensor parallelism need --sequence-parallel: "
-                       "training's first forward raises without it (moe_layer.py:636-640)");
   }
   const std::int64_t m = a.global_batch_size / per_step;
   if (job.parallel.vpp > 1 && (m < job.parallel.pp || m % job.parallel.pp != 0)) {
@@ -91,6 +100,12 @@ class Searcher {
         if (plan_refused) {
           out.refusals.push_back(*plan_refused);
           break;
+        }
+        // Refused whatever the line: no need to read it.
+        if (std::optional<std::string> moe =
+                moe_problem(base_.model, shapes[s].tp, choice.sequence_parallel)) {
+          out.refusals.push_back(*moe);
+          continue;
         }
         evaluate_choice(shapes[s], choice, plan, plan_refused, out);
       }
