@@ -172,24 +172,24 @@ std::vector<LaunchShape> launch_shapes(const JobSpec& base, const SearchSpace& s
                 for (std::int64_t instances :
                      optimizer_instances(base, space, given, d, world / (tp * pp),
                                          world / (etp * ep * pp))) {
-                // Context parallel sizes last: they share one plan (the buffers are sharded
-                // over dp x cp = world / (tp x pp) whatever cp is).
-                for (std::int64_t cp : cps) {
-                  // parallel_state.py, initialize_model_parallel: the world is tp x pp x cp x dp.
-                  if (world % (tp * pp * cp) != 0) {
-                    refused.push_back({fmt::format("the world ({}) is not divisible by tp x pp "
-                                                   "x cp = {} x {} x {}", world, tp, pp, cp)});
-                    continue;
+                  // Context parallel sizes last: they share one plan (the buffers are sharded
+                  // over dp x cp = world / (tp x pp) whatever cp is).
+                  for (std::int64_t cp : cps) {
+                    // parallel_state.py, initialize_model_parallel: the world is tp x pp x cp x dp.
+                    if (world % (tp * pp * cp) != 0) {
+                      refused.push_back({fmt::format("the world ({}) is not divisible by tp x pp "
+                                                     "x cp = {} x {} x {}", world, tp, pp, cp)});
+                      continue;
+                    }
+                    // arguments.py:1335-1337
+                    if (cp > 1 && seq % (2 * cp) != 0) {
+                      refused.push_back({fmt::format("--seq-length {} is not a multiple of 2 x "
+                                                     "--context-parallel-size {} "
+                                                     "(arguments.py:1336)", seq, cp)});
+                      continue;
+                    }
+                    out.push_back({tp, pp, vpp, cp, ep, etp, split, d, instances});
                   }
-                  // arguments.py:1335-1337
-                  if (cp > 1 && seq % (2 * cp) != 0) {
-                    refused.push_back({fmt::format("--seq-length {} is not a multiple of 2 x "
-                                                   "--context-parallel-size {} "
-                                                   "(arguments.py:1336)", seq, cp)});
-                    continue;
-                  }
-                  out.push_back({tp, pp, vpp, cp, ep, etp, split, d, instances});
-                }
                 }
               }
             }
