@@ -93,35 +93,37 @@ Result<JobPlan> plan_job(const JobSpec& job, JobPlanUse use) {
   }
   // Stages repeat: a chunk whose params match an earlier one's but for their names, under the
   // same options, takes that chunk's plan under its own names.
-  std::vector<std::size_t> planned_chunks;
+  // planned_as[i]: the chunk whose plan chunk i takes (i itself when planned on its own).
   std::vector<std::size_t> planned_as;
   for (std::size_t i = 0; i < out.chunks.size(); ++i) {
     JobChunk& c = out.chunks[i];
     const PlanOptions options = job_plan_options(
         job, c.placement, stage_params[static_cast<std::size_t>(c.placement.stage)]);
-    const auto earlier = std::find_if(planned_chunks.begin(), planned_chunks.end(), [&](std::size_t e) {
-      const JobChunk& p = out.chunks[e];
-      return p.layout.options == options && same_but_names(p.manifest, c.manifest);
-    });
+    std::size_t earlier = 0;
+    while (earlier < i && !(planned_as[earlier] == earlier &&
+                            out.chunks[earlier].layout.options == options &&
+                            same_but_names(out.chunks[earlier].manifest, c.manifest))) {
+      ++earlier;
+    }
+    planned_as.push_back(earlier);
     ChunkPlan plan;
-    if (earlier != planned_chunks.end()) {
-      const JobChunk& p = out.chunks[*earlier];
+    if (earlier < i) {
+      const JobChunk& p = out.chunks[earlier];
       plan = relabel_plan(ChunkPlan{p.layout, p.layout_stats}, p.manifest, c.manifest);
-      planned_as.push_back(*earlier);
     } else {
       Result<ChunkPlan> planned =
           plan_chunk(c.manifest, options, nullptr,
                      use == JobPlanUse::files ? LayoutStructure::check : LayoutStructure::trusted);
       if (!planned) return planned.error();
       plan = std::move(*planned);
-      planned_chunks.push_back(i);
-      planned_as.push_back(i);
     }
     c.layout = std::move(plan.layout);
     c.layout_stats = plan.stats;
     c.stats = std::move(plan.stats);
   }
-  if (Result<void> charged = charge_optimizer_state(job, out, planned_as); !charged) return charged.error();
+  if (Result<void> charged = charge_optimizer_state(job, out, planned_as); !charged) {
+    return charged.error();
+  }
   std::vector<BytesPerRank> stages;
   for (std::int64_t stage = 0; stage < job.parallel.pp; ++stage) {
     const std::optional<BytesPerRank> memory = stage_memory(out, stage);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <numeric>
+#include <set>
 #include <string_view>
 
 #include "job/arg_map.hpp"
@@ -138,6 +139,11 @@ std::vector<LaunchShape> launch_shapes(const JobSpec& base, const SearchSpace& s
   const std::int64_t layers = base.model.num_layers();
   const bool experts = base.model.moe.num_experts > 0;
   const std::int64_t seq = base.activations.seq_length;
+  // A size combination is met once per value of the dimensions inside its loop: refused once.
+  std::set<std::string> seen;
+  const auto refuse = [&](std::string reason) {
+    if (seen.insert(reason).second) refused.push_back({std::move(reason)});
+  };
   std::vector<LaunchShape> out;
   std::vector<bool> dist{base.strategy != Strategy::unpadded};
   if (varies(space, given, D::distributed_optimizer)) dist = {true, false};
@@ -159,8 +165,8 @@ std::vector<LaunchShape> launch_shapes(const JobSpec& base, const SearchSpace& s
           // parallel_state.py, initialize_model_parallel: the expert layers' world is
           // etp x ep x pp x expert dp (a dense model's is tp x pp x cp x dp's, below).
           if (experts && world % (etp * ep * pp) != 0) {
-            refused.push_back({fmt::format("the world ({}) is not divisible by etp x ep x pp "
-                                           "= {} x {} x {}", world, etp, ep, pp)});
+            refuse(fmt::format("the world ({}) is not divisible by etp x ep x pp "
+                                           "= {} x {} x {}", world, etp, ep, pp));
             continue;
           }
           const bool vary_split = varies(space, given, D::split);
@@ -177,15 +183,15 @@ std::vector<LaunchShape> launch_shapes(const JobSpec& base, const SearchSpace& s
                   for (std::int64_t cp : cps) {
                     // parallel_state.py, initialize_model_parallel: the world is tp x pp x cp x dp.
                     if (world % (tp * pp * cp) != 0) {
-                      refused.push_back({fmt::format("the world ({}) is not divisible by tp x pp "
-                                                     "x cp = {} x {} x {}", world, tp, pp, cp)});
+                      refuse(fmt::format("the world ({}) is not divisible by tp x pp "
+                                                     "x cp = {} x {} x {}", world, tp, pp, cp));
                       continue;
                     }
                     // arguments.py:1335-1337
                     if (cp > 1 && seq % (2 * cp) != 0) {
-                      refused.push_back({fmt::format("--seq-length {} is not a multiple of 2 x "
+                      refuse(fmt::format("--seq-length {} is not a multiple of 2 x "
                                                      "--context-parallel-size {} "
-                                                     "(arguments.py:1336)", seq, cp)});
+                                                     "(arguments.py:1336)", seq, cp));
                       continue;
                     }
                     out.push_back({tp, pp, vpp, cp, ep, etp, split, d, instances});

@@ -43,7 +43,8 @@ struct EarlyRefusal {
 
 /// Every shape of `space` for the model and world of `base` (the user's line planned as
 /// given), in a fixed order; refusals of whole size combinations by the rules that need no
-/// plan (divisibility of the world, the sequence over context parallelism) go to `refused`.
+/// plan (divisibility of the world, the sequence over context parallelism) go to `refused`,
+/// each combination once.
 std::vector<LaunchShape> launch_shapes(const JobSpec& base, const SearchSpace& space,
                                        const std::vector<bool>& given,
                                        std::vector<EarlyRefusal>& refused);

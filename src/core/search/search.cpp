@@ -9,7 +9,6 @@
 #include <chrono>
 #include <map>
 #include <mutex>
-#include <set>
 #include <iterator>
 #include <thread>
 
@@ -58,10 +57,6 @@ std::optional<std::string> moe_problem(const ModelSpec& model, std::int64_t tp,
 /// The start-up checks a plan does not make: Megatron-LM refuses these before step 1.
 std::optional<std::string> start_up_problem(const JobSpec& job) {
   const ActivationOptions& a = job.activations;
-  if (std::optional<std::string> moe =
-          moe_problem(job.model, job.parallel.tp, a.sequence_parallel)) {
-    return moe;
-  }
   const std::int64_t per_step = a.micro_batch_size * job.dp;
   if (a.global_batch_size % per_step != 0) {
     return fmt::format("--global-batch-size {} is not a multiple of micro batch x dp = {} x {} "
@@ -284,12 +279,7 @@ Result<SearchResult> search_launches(const SearchRequest& request, const SearchP
     RejectedReason& r = reasons[reason_of(message)];
     if (r.count++ == 0) r.example = message;
   };
-  // A size combination refused before planning is met once per value of the dimensions
-  // inside its loop: it counts once.
-  std::set<std::string> early_seen;
-  for (const search::EarlyRefusal& e : early) {
-    if (early_seen.insert(e.reason).second) refuse(e.reason);
-  }
+  for (const search::EarlyRefusal& e : early) refuse(e.reason);
   for (ShapeOutcome& o : outcomes) {
     result.planned += o.planned;
     for (const std::string& message : o.refusals) refuse(message);
