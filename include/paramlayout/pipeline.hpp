@@ -52,6 +52,11 @@ struct ChunkPlacement {
 /// the character or group that is not understood.
 Result<std::vector<std::string>> parse_pipeline_layout(const std::string& layout);
 
+/// A layout string for `stages` (each a run of 'E', 't', 'm', 'L'), with runs of one layer
+/// as "t*n" and runs of equal stages as "(...|)*n": {"Ett", "tt", "tt", "tmL"} ->
+/// "Et*2|(t*2|)*2,tmL". parse_pipeline_layout reads it back as `stages`.
+std::string format_pipeline_layout(const std::vector<std::string>& stages);
+
 /// Every chunk, stage-major (stage 0's chunks first), or the reason Megatron-LM refuses the
 /// split.
 Result<std::vector<ChunkPlacement>> place_layers(const PipelineConfig& config);

@@ -128,4 +128,19 @@ TEST_SUITE("pipeline") {
     REQUIRE_FALSE(nested);  // one level only: the outer parentheses are left over
     CHECK(nested.error().message.find("'(' is not a layer") != std::string::npos);
   }
+
+  TEST_CASE("layout strings are written with runs folded, and read back as they were") {
+    const std::vector<std::vector<std::string>> cases{
+        {"Ett", "tt", "tt", "tmL"}, {"Et", "t", "t", "tL"}, {"EtL"}, {"Et", "tL"},
+        {"Et", "tt", "tt"},         {"E", "", "", "L"},     {"Ettt", "tt", "tt", "ttt", "ttt", "tmL"}};
+    const std::vector<std::string> written{
+        "Et*2|(t*2|)*2,tmL", "Et|(t|)*2,tL", "EtL", "Et|tL", "Et|t*2|t*2", "E|(|)*2,L",
+        "Et*3|(t*2|)*2,(t*3|)*2,tmL"};
+    REQUIRE(cases.size() == written.size());
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      CAPTURE(i);
+      CHECK(format_pipeline_layout(cases[i]) == written[i]);
+      CHECK(stages(written[i]) == cases[i]);
+    }
+  }
 }

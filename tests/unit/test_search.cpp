@@ -9,6 +9,7 @@
 #include "paramlayout/megatron_args.hpp"
 #include "paramlayout/step_estimate.hpp"
 #include "search/launch_shapes.hpp"
+#include "search/layout_strings.hpp"
 #include "test_support.hpp"
 
 using namespace paramlayout;
@@ -81,6 +82,7 @@ TEST_SUITE("search") {
     int even = 0, counted = 0;
     for (const search::LaunchShape& shape : s.shapes) {
       const search::PipelineSplit& p = shape.split;
+      REQUIRE(p.layout.empty());  // the balanced layout places as --account-for-... does
       if (p.account_for_embedding_and_loss) {
         ++counted;
       } else if (!p.first_stage_layers && !p.last_stage_layers) {
@@ -102,6 +104,66 @@ TEST_SUITE("search") {
     std::vector<std::int64_t> vpps;
     for (const search::LaunchShape& shape : v.shapes) vpps.push_back(shape.vpp);
     CHECK(vpps == std::vector<std::int64_t>{1, 2, 4});  // the divisors of 8 / 2 layers
+  }
+
+  TEST_CASE("the ends' weights in decoder layers, and the layouts balanced by them") {
+    // A layer of hidden 64 (ffn 256): 12 x 64^2 + 13 x 64 = 49,984 params. The embedding:
+    // 1024 (1000 padded to 128) x 64 + 128 positions x 64 = 73,728, 1.47 layers; the output
+    // layer and final norm: 1024 x 64 + 2 x 64 = 65,664, 1.31 layers.
+    const JobSpec small = expect_ok(job_from_megatron_args(small_model(4), 1, nullptr));
+    const search::EndWeights w = search::end_weights(small.model);
+    CHECK(w.embedding == 1);
+    CHECK(w.loss == 1);
+    // A 32,000 vocabulary: (32,000 x 64 + 8,192) / 49,984 = 41.1 and
+    // (32,000 x 64 + 128) / 49,984 = 40.98.
+    const JobSpec wide = expect_ok(job_from_megatron_args(
+        test::small_gpt_args(4) + Args{"--vocab-size", "32000"}, 1, nullptr));
+    const search::EndWeights ww = search::end_weights(wide.model);
+    CHECK(ww.embedding == 41);
+    CHECK(ww.loss == 41);
+
+    // 10 layers + 2 units over 4 stages: boundaries round(3 i) - 1 = 2, 5, 8.
+    CHECK(search::balanced_layout(10, 0, 4, {1, 1}) ==
+          std::vector<std::string>{"Ett", "ttt", "ttt", "ttL"});
+    // 6 layers + 2 units of loss over 3 stages: boundaries round(8 i / 3) = 3, 5.
+    CHECK(search::balanced_layout(6, 1, 3, {0, 2}) ==
+          std::vector<std::string>{"Ettt", "tt", "tmL"});
+    // An embedding heavier than a stage's share leaves the first stage without layers.
+    CHECK(search::balanced_layout(4, 0, 2, {5, 0}) == std::vector<std::string>{"E", "ttttL"});
+  }
+
+  TEST_CASE("a search tries the balanced layout where no split by argument places as it does") {
+    using D = SearchDimension;
+    // 9 layers + 2 units over 4 stages: boundaries round(11 i / 4) - 1 = 2, 5, 7. The splits by
+    // argument give 3,2,2,2 / 2,2,2,3 / 1,3,3,2 / 2,3,3,1 (9 is not 4 even stages, nor
+    // 11 with the ends).
+    const Shapes s = shapes_of(small_model(9) + Args{"--pipeline-model-parallel-size", "4"}, 4,
+                               {D::tp, D::cp, D::vpp, D::distributed_optimizer});
+    std::vector<std::string> layouts;
+    for (const search::LaunchShape& shape : s.shapes) {
+      if (!shape.split.layout.empty()) layouts.push_back(shape.split.layout);
+    }
+    CHECK(layouts == std::vector<std::string>{"Et*2|t*3|t*2|t*2L"});
+
+    // 16 layers + 2 over 2 x v stages: v = 1 gives 8,8 (even); v = 3 gives 2,3,3,3,3,2, as
+    // --account-for-... does; v = 2 gives 4,4,5,3 and v = 4 gives 1,3,2,2,2,3,2,1.
+    const Shapes v = shapes_of(small_model(16) + Args{"--pipeline-model-parallel-size", "2"}, 2,
+                               {D::tp, D::cp, D::distributed_optimizer});
+    std::vector<std::pair<std::string, std::int64_t>> tried;
+    for (const search::LaunchShape& shape : v.shapes) {
+      if (!shape.split.layout.empty()) tried.emplace_back(shape.split.layout, shape.vpp);
+    }
+    CHECK(tried == std::vector<std::pair<std::string, std::int64_t>>{
+                       {"Et*4|t*4|t*5|t*3L", 2}, {"Et|t*3|(t*2|)*3,t*3|t*2|tL", 4}});
+    const search::LaunchShape& laid = *std::find_if(
+        v.shapes.begin(), v.shapes.end(), [](const auto& x) { return !x.split.layout.empty(); });
+    SearchSpace space;
+    space.fixed = {D::tp, D::cp, D::distributed_optimizer};
+    const std::vector<std::string> added = search::added_arguments(
+        laid, {}, space, std::vector<bool>(kSearchDimensions, false));
+    CHECK(std::find(added.begin(), added.end(), "--pipeline-model-parallel-layout") != added.end());
+    CHECK(std::find(added.begin(), added.end(), "--num-virtual-stages-per-pipeline-rank") ==
+          added.end());
   }
 
   TEST_CASE("the step estimate's terms on a small GPT, from their formulas") {

@@ -285,6 +285,36 @@ Result<std::vector<std::string>> parse_pipeline_layout(const std::string& layout
   return stages;
 }
 
+std::string format_pipeline_layout(const std::vector<std::string>& stages) {
+  const auto runs = [](const std::string& stage) {
+    std::string out;
+    for (std::size_t i = 0; i < stage.size();) {
+      std::size_t end = i;
+      while (end < stage.size() && stage[end] == stage[i]) ++end;
+      out += stage[i];
+      if (end - i > 1) out += fmt::format("*{}", end - i);
+      i = end;
+    }
+    return out;
+  };
+  std::string out;
+  for (std::size_t i = 0; i < stages.size();) {
+    std::size_t end = i;
+    while (end < stages.size() && stages[end] == stages[i]) ++end;
+    const bool last = end == stages.size();
+    // A run that reaches the end keeps its last stage apart: it takes no '|' after it.
+    const std::size_t repeated = end - i - (last ? 1 : 0);
+    if (repeated > 1) {
+      out += fmt::format("({}|)*{},", runs(stages[i]), repeated);
+    } else if (repeated == 1) {
+      out += runs(stages[i]) + "|";
+    }
+    if (last) out += runs(stages[end - 1]);
+    i = end;
+  }
+  return out;
+}
+
 Result<std::vector<ChunkPlacement>> place_layers(const PipelineConfig& c) {
   const auto fail = [](const std::string& what) { return Error{what}; };
   PipelineConfig config = c;

@@ -9,6 +9,8 @@
 #include <string_view>
 
 #include "job/arg_map.hpp"
+#include "layout_strings.hpp"
+#include "paramlayout/pipeline.hpp"
 
 namespace paramlayout::search {
 namespace {
@@ -71,18 +73,18 @@ std::vector<PipelineSplit> splits(std::int64_t layers, std::int64_t pp, bool var
   const auto add = [&](PipelineSplit s) {
     if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
   };
-  add({std::nullopt, std::nullopt, true});
+  add({std::nullopt, std::nullopt, true, ""});
   for (std::int64_t mid : {layers / pp, (layers + pp - 1) / pp}) {
     if (mid < 1) continue;
     const std::int64_t rest = layers - mid * (pp - 1);
     if (rest >= 1 && rest != mid) {
-      add({rest, std::nullopt, false});
-      add({std::nullopt, rest, false});
+      add({rest, std::nullopt, false, ""});
+      add({std::nullopt, rest, false, ""});
     }
     const std::int64_t ends = layers - mid * (pp - 2);
     if (pp >= 3 && ends >= 2 && ends != 2 * mid) {
-      add({ends / 2, ends - ends / 2, false});
-      add({ends - ends / 2, ends / 2, false});
+      add({ends / 2, ends - ends / 2, false, ""});
+      add({ends - ends / 2, ends / 2, false, ""});
     }
   }
   return out;
@@ -116,6 +118,73 @@ std::vector<std::int64_t> virtual_stages(std::int64_t layers, std::int64_t pp,
   return out;
 }
 
+/// A split with the count of virtual stages per rank it is tried with.
+struct PipelineChoice {
+  PipelineSplit split;
+  std::int64_t vpp = 1;
+};
+
+/// The placement of `split` at `vpp`, or nullopt where Megatron-LM refuses it.
+std::optional<std::vector<ChunkPlacement>> placement(const JobSpec& base, std::int64_t pp,
+                                                     const PipelineChoice& choice) {
+  PipelineConfig c = base.pipeline;
+  c.pp = pp;
+  c.vpp = choice.vpp;
+  c.first_stage_layers = choice.split.first_stage_layers;
+  c.last_stage_layers = choice.split.last_stage_layers;
+  c.account_for_embedding = c.account_for_loss = choice.split.account_for_embedding_and_loss;
+  c.layout = choice.split.layout;
+  Result<std::vector<ChunkPlacement>> placed = place_layers(c);
+  if (!placed) return std::nullopt;
+  return std::move(*placed);
+}
+
+/// Every (split, vpp) to try on `pp` stages: the splits by argument with each count of
+/// virtual stages they allow, then, for models whose ends weigh decoder layers (or that have
+/// multi-token prediction layers), a balanced layout string per count of virtual stages
+/// that leaves each about two decoder layers or more, where it places the layers
+/// differently from all of those.
+std::vector<PipelineChoice> pipeline_choices(const JobSpec& base, const SearchSpace& space,
+                                             const std::vector<bool>& given, std::int64_t pp,
+                                             const EndWeights& weights) {
+  const std::int64_t layers = base.model.num_layers();
+  const bool vary_split = varies(space, given, D::split);
+  const bool vary_vpp = varies(space, given, D::vpp);
+  std::vector<PipelineChoice> out;
+  for (const PipelineSplit& split : splits(layers, pp, vary_split)) {
+    std::vector<std::int64_t> vpps{base.parallel.vpp};
+    if (vary_vpp) vpps = virtual_stages(layers, pp, split, space.vpp);
+    for (std::int64_t vpp : vpps) out.push_back({split, vpp});
+  }
+  // A line that sets the virtual stages (or a layout) keeps them: a layout sets its own.
+  if (!vary_split || pp == 1 || given[static_cast<std::size_t>(D::vpp)] ||
+      !wants_layout_strings(base.model, weights)) {
+    return out;
+  }
+  std::vector<std::int64_t> vpps{base.parallel.vpp};
+  if (vary_vpp) {
+    vpps.clear();
+    for (std::int64_t v = 1; 2 * pp * v <= layers; ++v) {
+      if (space.vpp.empty() || std::find(space.vpp.begin(), space.vpp.end(), v) != space.vpp.end()) {
+        vpps.push_back(v);
+      }
+    }
+  }
+  const std::size_t by_argument = out.size();
+  for (std::int64_t vpp : vpps) {
+    PipelineChoice layout{{}, vpp};
+    layout.split.layout = format_pipeline_layout(
+        balanced_layout(layers, base.model.mtp_num_layers, pp * vpp, weights));
+    const std::optional<std::vector<ChunkPlacement>> placed = placement(base, pp, layout);
+    if (!placed) continue;
+    const bool placed_before = std::any_of(
+        out.begin(), out.begin() + static_cast<std::ptrdiff_t>(by_argument),
+        [&](const PipelineChoice& c) { return c.vpp == vpp && placement(base, pp, c) == placed; });
+    if (!placed_before) out.push_back(std::move(layout));
+  }
+  return out;
+}
+
 /// Distributed optimizer instances to try: every count that divides both the dense shards
 /// (dp x cp) and the expert ones (megatron_args: Megatron-LM's check), with the distributed
 /// optimizer only.
@@ -136,7 +205,6 @@ std::vector<LaunchShape> launch_shapes(const JobSpec& base, const SearchSpace& s
                                        std::vector<EarlyRefusal>& refused) {
   const ParallelConfig& p = base.parallel;
   const std::int64_t world = base.world_size;
-  const std::int64_t layers = base.model.num_layers();
   const bool experts = base.model.moe.num_experts > 0;
   const std::int64_t seq = base.activations.seq_length;
   // A size combination is met once per value of the dimensions inside its loop: refused once.
@@ -148,10 +216,13 @@ std::vector<LaunchShape> launch_shapes(const JobSpec& base, const SearchSpace& s
   std::vector<bool> dist{base.strategy != Strategy::unpadded};
   if (varies(space, given, D::distributed_optimizer)) dist = {true, false};
   const std::vector<std::int64_t> cps = values(space, given, D::cp, space.cp, p.cp, world);
+  const EndWeights weights = end_weights(base.model);
   for (std::int64_t tp : within(values(space, given, D::tp, space.tp, p.tp, world),
                                 space.tp.empty() ? space.max_tensor_parallel : 0)) {
     for (std::int64_t pp : values(space, given, D::pp, space.pp, p.pp, world)) {
       if (space.max_pp > 0 && pp > space.max_pp) continue;
+      const std::vector<PipelineChoice> pipelines =
+          pipeline_choices(base, space, given, pp, weights);
       const std::vector<std::int64_t> eps =
           experts ? values(space, given, D::ep, space.ep, p.ep, world) : std::vector{p.ep};
       // Megatron-LM's default expert tensor parallel size is tp's.
@@ -165,37 +236,32 @@ std::vector<LaunchShape> launch_shapes(const JobSpec& base, const SearchSpace& s
           // parallel_state.py, initialize_model_parallel: the expert layers' world is
           // etp x ep x pp x expert dp (a dense model's is tp x pp x cp x dp's, below).
           if (experts && world % (etp * ep * pp) != 0) {
-            refuse(fmt::format("the world ({}) is not divisible by etp x ep x pp "
-                                           "= {} x {} x {}", world, etp, ep, pp));
+            refuse(fmt::format("the world ({}) is not divisible by etp x ep x pp = {} x {} x {}",
+                               world, etp, ep, pp));
             continue;
           }
-          const bool vary_split = varies(space, given, D::split);
-          for (const PipelineSplit& split : splits(layers, pp, vary_split)) {
-            std::vector<std::int64_t> vpps{p.vpp};
-            if (varies(space, given, D::vpp)) vpps = virtual_stages(layers, pp, split, space.vpp);
-            for (std::int64_t vpp : vpps) {
-              for (bool d : dist) {
-                for (std::int64_t instances :
-                     optimizer_instances(base, space, given, d, world / (tp * pp),
-                                         world / (etp * ep * pp))) {
-                  // Context parallel sizes last: they share one plan (the buffers are sharded
-                  // over dp x cp = world / (tp x pp) whatever cp is).
-                  for (std::int64_t cp : cps) {
-                    // parallel_state.py, initialize_model_parallel: the world is tp x pp x cp x dp.
-                    if (world % (tp * pp * cp) != 0) {
-                      refuse(fmt::format("the world ({}) is not divisible by tp x pp "
-                                                     "x cp = {} x {} x {}", world, tp, pp, cp));
-                      continue;
-                    }
-                    // arguments.py:1335-1337
-                    if (cp > 1 && seq % (2 * cp) != 0) {
-                      refuse(fmt::format("--seq-length {} is not a multiple of 2 x "
-                                                     "--context-parallel-size {} "
-                                                     "(arguments.py:1336)", seq, cp));
-                      continue;
-                    }
-                    out.push_back({tp, pp, vpp, cp, ep, etp, split, d, instances});
+          for (const auto& [split, vpp] : pipelines) {
+            for (bool d : dist) {
+              for (std::int64_t instances :
+                   optimizer_instances(base, space, given, d, world / (tp * pp),
+                                       world / (etp * ep * pp))) {
+                // Context parallel sizes last: they share one plan (the buffers are sharded
+                // over dp x cp = world / (tp x pp) whatever cp is).
+                for (std::int64_t cp : cps) {
+                  // parallel_state.py, initialize_model_parallel: the world is tp x pp x cp x dp.
+                  if (world % (tp * pp * cp) != 0) {
+                    refuse(fmt::format("the world ({}) is not divisible by tp x pp x cp = "
+                                       "{} x {} x {}", world, tp, pp, cp));
+                    continue;
                   }
+                  // arguments.py:1335-1337
+                  if (cp > 1 && seq % (2 * cp) != 0) {
+                    refuse(fmt::format("--seq-length {} is not a multiple of 2 x "
+                                       "--context-parallel-size {} (arguments.py:1336)",
+                                       seq, cp));
+                    continue;
+                  }
+                  out.push_back({tp, pp, vpp, cp, ep, etp, split, d, instances});
                 }
               }
             }
@@ -237,8 +303,13 @@ std::vector<std::string> added_arguments(const LaunchShape& shape, const Activat
   };
   size(D::tp, "--tensor-model-parallel-size", shape.tp, 1);
   size(D::pp, "--pipeline-model-parallel-size", shape.pp, 1);
-  size(D::vpp, "--num-virtual-stages-per-pipeline-rank", shape.vpp, 1);
+  if (shape.split.layout.empty()) {
+    size(D::vpp, "--num-virtual-stages-per-pipeline-rank", shape.vpp, 1);
+  }
   if (varies(space, given, D::split)) {
+    if (!shape.split.layout.empty()) {
+      out.insert(out.end(), {"--pipeline-model-parallel-layout", shape.split.layout});
+    }
     if (shape.split.first_stage_layers) {
       out.insert(out.end(), {"--decoder-first-pipeline-num-layers",
                              std::to_string(*shape.split.first_stage_layers)});

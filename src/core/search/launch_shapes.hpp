@@ -18,6 +18,7 @@ struct PipelineSplit {
   std::optional<std::int64_t> first_stage_layers;  ///< --decoder-first-pipeline-num-layers
   std::optional<std::int64_t> last_stage_layers;   ///< --decoder-last-pipeline-num-layers
   bool account_for_embedding_and_loss = false;     ///< --account-for-{embedding,loss}-in-...
+  std::string layout;  ///< --pipeline-model-parallel-layout (sets vpp); "" for none
 
   bool operator==(const PipelineSplit&) const = default;
 };
