@@ -263,7 +263,8 @@ SEARCH_LINE = ["--num-layers", "8"] + LLAMA[2:] + MOE + [
 
 def search_cases(binary, count):
     """COUNT of the launches `paramlayout search` lists for SEARCH_LINE, spread evenly over its
-    ranked list (the first and the last among them), each a case that must be identical."""
+    ranked list (the first and the last among them), and the best that sets a pipeline layout
+    string if none of those does, each a case that must be identical."""
     import json
     import subprocess
     result = subprocess.run([binary, "search", "--world-size", str(SEARCH_WORLD), "--json",
@@ -274,5 +275,9 @@ def search_cases(binary, count):
         chosen = range(len(candidates))
     else:
         chosen = sorted({round(i * (len(candidates) - 1) / (count - 1)) for i in range(count)})
+    chosen = list(chosen)
+    laid = [i for i, c in enumerate(candidates) if "--pipeline-model-parallel-layout" in c["args"]]
+    if laid and not set(laid) & set(chosen):
+        chosen.append(laid[0])
     return [(SEARCH_WORLD, candidates[i]["args"], 0) for i in chosen]
 

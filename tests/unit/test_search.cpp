@@ -130,6 +130,10 @@ TEST_SUITE("search") {
           std::vector<std::string>{"Ettt", "tt", "tmL"});
     // An embedding heavier than a stage's share leaves the first stage without layers.
     CHECK(search::balanced_layout(4, 0, 2, {5, 0}) == std::vector<std::string>{"E", "ttttL"});
+    // A loss of 6 over 4 stages of 8 layers + 8 units (4 each): the last stage alone holds
+    // more, so the other three share 8 + 2: 3.33 each, running sums 1.33, 4.67, 8.
+    CHECK(search::balanced_layout(8, 1, 4, {2, 6}) ==
+          std::vector<std::string>{"Et", "tttt", "ttt", "mL"});
   }
 
   TEST_CASE("a search tries the balanced layout where no split by argument places as it does") {
@@ -145,8 +149,10 @@ TEST_SUITE("search") {
     }
     CHECK(layouts == std::vector<std::string>{"Et*2|t*3|t*2|t*2L"});
 
-    // 16 layers + 2 over 2 x v stages: v = 1 gives 8,8 (even); v = 3 gives 2,3,3,3,3,2, as
-    // --account-for-... does; v = 2 gives 4,4,5,3 and v = 4 gives 1,3,2,2,2,3,2,1.
+    // 16 layers + 2 over 2 x v stages, for the v that the splits by argument allow (the
+    // divisors of 8 and of 9) up to 8: v = 1 gives 8,8 (even); v = 3 gives 2,3,3,3,3,2, as
+    // --account-for-... does; v = 2 gives 4,4,5,3, v = 4 gives 1,3,2,2,2,3,2,1 and v = 8
+    // boundaries round(18 i / 16) - 1: 0,1,1,2,1,1,1,1,1,1,1,2,1,1,1,0.
     const Shapes v = shapes_of(small_model(16) + Args{"--pipeline-model-parallel-size", "2"}, 2,
                                {D::tp, D::cp, D::distributed_optimizer});
     std::vector<std::pair<std::string, std::int64_t>> tried;
@@ -154,7 +160,8 @@ TEST_SUITE("search") {
       if (!shape.split.layout.empty()) tried.emplace_back(shape.split.layout, shape.vpp);
     }
     CHECK(tried == std::vector<std::pair<std::string, std::int64_t>>{
-                       {"Et*4|t*4|t*5|t*3L", 2}, {"Et|t*3|(t*2|)*3,t*3|t*2|tL", 4}});
+                       {"Et*4|t*4|t*5|t*3L", 2}, {"Et|t*3|(t*2|)*3,t*3|t*2|tL", 4},
+                       {"E|(t|)*2,t*2|(t|)*7,t*2|(t|)*3,L", 8}});
     const search::LaunchShape& laid = *std::find_if(
         v.shapes.begin(), v.shapes.end(), [](const auto& x) { return !x.split.layout.empty(); });
     SearchSpace space;

@@ -142,8 +142,8 @@ std::optional<std::vector<ChunkPlacement>> placement(const JobSpec& base, std::i
 /// Every (split, vpp) to try on `pp` stages: the splits by argument with each count of
 /// virtual stages they allow, then, for models whose ends weigh decoder layers (or that have
 /// multi-token prediction layers), a balanced layout string per count of virtual stages
-/// that leaves each about two decoder layers or more, where it places the layers
-/// differently from all of those.
+/// tried so far, with no more virtual stages than decoder layers, where it leaves no middle
+/// stage empty and places the layers differently from all of those.
 std::vector<PipelineChoice> pipeline_choices(const JobSpec& base, const SearchSpace& space,
                                              const std::vector<bool>& given, std::int64_t pp,
                                              const EndWeights& weights) {
@@ -161,20 +161,24 @@ std::vector<PipelineChoice> pipeline_choices(const JobSpec& base, const SearchSp
       !wants_layout_strings(base.model, weights)) {
     return out;
   }
-  std::vector<std::int64_t> vpps{base.parallel.vpp};
-  if (vary_vpp) {
-    vpps.clear();
-    for (std::int64_t v = 1; 2 * pp * v <= layers; ++v) {
-      if (space.vpp.empty() || std::find(space.vpp.begin(), space.vpp.end(), v) != space.vpp.end()) {
-        vpps.push_back(v);
-      }
+  std::vector<std::int64_t> vpps;
+  for (const PipelineChoice& c : out) {
+    if (pp * c.vpp <= layers && std::find(vpps.begin(), vpps.end(), c.vpp) == vpps.end()) {
+      vpps.push_back(c.vpp);
     }
   }
+  std::sort(vpps.begin(), vpps.end());
   const std::size_t by_argument = out.size();
   for (std::int64_t vpp : vpps) {
+    const std::vector<std::string> stages =
+        balanced_layout(layers, base.model.mtp_num_layers, pp * vpp, weights);
+    // A middle stage left without layers would only pass activations on.
+    if (std::any_of(stages.begin() + 1, stages.end() - 1,
+                    [](const std::string& s) { return s.empty(); })) {
+      continue;
+    }
     PipelineChoice layout{{}, vpp};
-    layout.split.layout = format_pipeline_layout(
-        balanced_layout(layers, base.model.mtp_num_layers, pp * vpp, weights));
+    layout.split.layout = format_pipeline_layout(stages);
     const std::optional<std::vector<ChunkPlacement>> placed = placement(base, pp, layout);
     if (!placed) continue;
     const bool placed_before = std::any_of(

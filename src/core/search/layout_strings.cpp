@@ -47,19 +47,45 @@ bool wants_layout_strings(const ModelSpec& model, const EndWeights& weights) {
 
 std::vector<std::string> balanced_layout(std::int64_t layers, std::int64_t mtp_layers,
                                          std::int64_t stages, const EndWeights& weights) {
-  const std::int64_t units = layers + weights.embedding + weights.loss;
-  // The decoder layers before stage i's first: round(i x units / stages), less the
-  // embedding's weight, within [0, layers].
-  const auto boundary = [&](std::int64_t i) {
-    const std::int64_t b = (2 * i * units + stages) / (2 * stages) - weights.embedding;
-    return i == stages ? layers : std::clamp<std::int64_t>(b, 0, layers);
-  };
+  const auto count = static_cast<std::size_t>(stages);
+  std::vector<std::int64_t> end_weight(count, 0);
+  end_weight.front() += weights.embedding;
+  end_weight.back() += weights.loss;
+  // Water-filling: every stage's load rises to the level num / den, where an end that
+  // weighs that much already takes no decoder layer and leaves the level to the others.
+  std::vector<bool> filled(count, true);
+  std::int64_t num = 0;
+  std::int64_t den = 0;
+  for (bool changed = true; changed;) {
+    num = layers;
+    den = 0;
+    for (std::size_t j = 0; j < count; ++j) {
+      if (!filled[j]) continue;
+      num += end_weight[j];
+      ++den;
+    }
+    changed = false;
+    for (std::size_t j = 0; j < count; ++j) {
+      if (filled[j] && end_weight[j] * den >= num) {
+        filled[j] = false;
+        changed = true;
+      }
+    }
+  }
+  // Stage j holds level - its end's weight, in reals; the boundaries are their running sums,
+  // rounded, so the counts add up to `layers`.
   std::vector<std::string> out;
-  for (std::int64_t i = 0; i < stages; ++i) {
-    std::string stage = i == 0 ? "E" : "";
-    stage.append(static_cast<std::size_t>(boundary(i + 1) - boundary(i)), 't');
-    if (i == stages - 1) stage.append(static_cast<std::size_t>(mtp_layers), 'm').append("L");
+  std::int64_t scaled = 0;  // the running sum x den
+  std::int64_t before = 0;
+  for (std::size_t j = 0; j < count; ++j) {
+    if (filled[j]) scaled += num - end_weight[j] * den;
+    const std::int64_t boundary =
+        j + 1 == count ? layers : std::min(layers, (2 * scaled + den) / (2 * den));
+    std::string stage = j == 0 ? "E" : "";
+    stage.append(static_cast<std::size_t>(boundary - before), 't');
+    if (j + 1 == count) stage.append(static_cast<std::size_t>(mtp_layers), 'm').append("L");
     out.push_back(std::move(stage));
+    before = boundary;
   }
   return out;
 }

@@ -26,9 +26,10 @@ EndWeights end_weights(const ModelSpec& model);
 bool wants_layout_strings(const ModelSpec& model, const EndWeights& weights);
 
 /// The stages of a layout of `layers` decoder layers and `mtp_layers` multi-token prediction
-/// layers over `stages` virtual stages, each stage's layers plus its end's weight as even as
-/// the counts allow: the boundaries of stage i are round(i x U / stages) of the U = layers +
-/// both weights units, less the embedding's weight. The 'm' layers go with 'L'.
+/// layers over `stages` virtual stages, their loads (decoder layers, plus the end's weight on
+/// the first and last) as even as the counts allow: every stage's load rises to one level,
+/// an end that weighs that much alone holding no decoder layer, and the boundaries are the
+/// running sums rounded. The 'm' layers go with 'L'.
 std::vector<std::string> balanced_layout(std::int64_t layers, std::int64_t mtp_layers,
                                          std::int64_t stages, const EndWeights& weights);
 
