@@ -71,7 +71,7 @@ def main():
         fit = sum(bool(c["fits"]) for c in found)
         print(row(f"{name}, {world:,} | recipe", own, moe,
                   f"{rank:,} of {len(found):,} ({fit:,} fit)"))
-        print(row(" | search", found[0], moe, "1"))
+        print(row("| search", found[0], moe, "1"))
 
 
 if __name__ == "__main__":
