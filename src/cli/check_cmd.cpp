@@ -31,6 +31,11 @@ void setup_check(CLI::App& sub, CheckCommand& command) {
                "Also plan again and report any difference: a job from the launch job.json "
                "records (its config's hash must still match), a layout from its manifest with "
                "the recorded options");
+  sub.add_option("--against-log", command.against_log,
+                 "A job only: also hold it against Megatron-LM start-up logs (\"-\": stdin): "
+                 "every DDP bucket report and param count they hold")
+      ->type_name("LOG")
+      ->expected(1, -1);
   sub.add_option("--limit", command.limit, "Print at most N broken promises (0: all)")
       ->type_name("N");
   add_max_input_size(sub, command.max_input);
@@ -38,6 +43,10 @@ void setup_check(CLI::App& sub, CheckCommand& command) {
 
 Result<ExitCode> run_check(const CheckCommand& command) {
   if (is_job_input(command.layout)) return run_check_job(command);
+  if (!command.against_log.empty()) {
+    return Error{"--against-log holds a job against its logs: give the job's directory or "
+                 "job.json"};
+  }
   if (Result<void> usage = layout_or_job_usage(false, command.layout, command.manifest); !usage) {
     return usage.error();
   }

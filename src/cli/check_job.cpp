@@ -11,9 +11,11 @@
 
 #include "job_directory.hpp"
 #include "inputs.hpp"
+#include "io.hpp"
 #include "job_input.hpp"
 #include "launch.hpp"
 #include "paramlayout/check_job.hpp"
+#include "paramlayout/ddp_log.hpp"
 #include "paramlayout/diff.hpp"
 #include "paramlayout/layout_json.hpp"
 #include "paramlayout/text.hpp"
@@ -160,6 +162,37 @@ Result<std::vector<Violation>> compare_with_launch(const LoadedJob& job) {
   return out;
 }
 
+/// Every report in the logs; an error when a log cannot be read, cuts a report short, or
+/// none of them holds a report.
+Result<DdpLog> read_logs(const std::vector<std::string>& paths, std::uint64_t max_bytes) {
+  DdpLog log;
+  for (const std::string& path : paths) {
+    Result<std::string> text = read_file(path, max_bytes);
+    if (!text) return text.error();
+    if (Result<void> read = read_ddp_log(*text, display_name(path), log); !read) {
+      return read.error();
+    }
+  }
+  if (log.buffers.empty() && log.param_counts.empty()) {
+    return Error{fmt::format(
+        "{}: no report of Megatron-LM's DDP found: looked for \"Number of buckets for gradient "
+        "all-reduce / reduce-scatter: N\" (param_and_grad_buffer.py, logged at INFO by each "
+        "stage's first rank) and \"number of parameters on (...) model parallel rank\" "
+        "(training.py)",
+        fmt::join(paths, ", "))};
+  }
+  return log;
+}
+
+/// "; the log agrees: 12 bucket reports (12 of 12 buffers), 4 param counts".
+std::string log_line(const DdpLog& log, const LogComparison& c) {
+  return fmt::format("; the log agrees: {} bucket report{} ({} of {} buffers), {} param "
+                     "count{}",
+                     log.buffers.size(), log.buffers.size() == 1 ? "" : "s",
+                     c.buffers_reported, c.buffers, c.param_counts,
+                     c.param_counts == 1 ? "" : "s");
+}
+
 std::string holds_line(const LoadedJob& job, bool replanned) {
   std::size_t params = 0, buffers = 0, buckets = 0;
   for (const JobChunkInput& c : job.chunks) {
@@ -198,6 +231,14 @@ Result<ExitCode> run_check_job(const CheckCommand& command) {
     for (Violation& v : found) problems.push_back({c.record->name(), v.message()});
   }
   for (Violation& v : check_job_record(job->job.record, files)) problems.push_back(std::move(v));
+  std::string log_agrees;
+  if (!command.against_log.empty()) {
+    Result<DdpLog> log = read_logs(command.against_log, command.max_input);
+    if (!log) return log.error();
+    LogComparison compared = compare_with_log(job->job.record, files, *log);
+    log_agrees = log_line(*log, compared);
+    for (Violation& v : compared.differences) problems.push_back(std::move(v));
+  }
   const std::string& written_by = job->job.record.generator;
   const std::string current = std::string("paramlayout ") + std::string(kVersion);
   if (command.replan) {
@@ -209,7 +250,7 @@ Result<ExitCode> run_check_job(const CheckCommand& command) {
     }
   }
   if (problems.empty()) {
-    fmt::print("{}\n", holds_line(*job, command.replan));
+    fmt::print("{}{}\n", holds_line(*job, command.replan), log_agrees);
     return kExitOk;
   }
   const std::size_t shown =

@@ -45,6 +45,7 @@ struct CheckCommand {
   std::string layout;
   std::string manifest;
   bool replan = false;
+  std::vector<std::string> against_log;  ///< --against-log: Megatron-LM logs ("-": stdin)
   std::size_t limit = 0;  ///< 0: print every broken promise
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };

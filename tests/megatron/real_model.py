@@ -68,6 +68,9 @@ def main():
     parser.add_argument("--hf-config", help="a Hugging Face config.json (Megatron-Bridge builds)")
     parser.add_argument("--max-ranks", type=int, default=None,
                         help="check the shard ranges of at most this many dp ranks per buffer")
+    parser.add_argument("--log-mutations", action="store_true",
+                        help="also change the start-up log (LOG_MUTATIONS): check --against-log "
+                             "must name each change")
     parser.add_argument("line", nargs=argparse.REMAINDER)
     opts = parser.parse_args()
     line = opts.line[1:] if opts.line[:1] == ["--"] else opts.line
@@ -145,6 +148,130 @@ def _judge_line(opts, line, runtime):
     return (0 if identical == total and not diffs else 1), diffs + [count(identical, total)]
 
 
+class StartUpLog:
+    """What Megatron-LM's start-up writes while the stages are built, as torchrun's
+    `[rankR]:` prefix puts it on every line: DDP's bucket reports (its logger at INFO) and
+    get_model's param counts (printed)."""
+
+    LOGGER = "megatron.core.distributed.param_and_grad_buffer"
+
+    def __init__(self):
+        import logging
+        self.lines = []
+        self.logger = logging.getLogger(self.LOGGER)
+        log = self
+
+        class Handler(logging.Handler):
+            def emit(self, record):
+                log.add(record.getMessage())
+
+        self.handler = Handler(logging.INFO)
+
+    paused = False
+
+    def add(self, text):
+        if self.paused:
+            return
+        import torch
+        rank = torch.distributed.get_rank()
+        self.lines += [f"[rank{rank}]:{line}" for line in text.split("\n")]
+
+    def write(self, text):  # get_model's prints, on their way to stderr
+        sys.stderr.write(text)
+        for line in text.splitlines():
+            if "number of parameters on" in line:
+                self.add(line)
+
+    def flush(self):
+        sys.stderr.flush()
+
+    def __enter__(self):
+        import contextlib
+        self.level = self.logger.level
+        self.logger.setLevel("INFO")
+        self.logger.addHandler(self.handler)
+        self.stdout = contextlib.redirect_stdout(self)
+        self.stdout.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.stdout.__exit__(*exc)
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
+
+
+# Each: how a log is changed, and what `check --against-log` must then name.
+LOG_MUTATIONS = (
+    ("a padded size", lambda t: _first_sub(r"(\d+) padded size", lambda m: f"{int(m[1]) + 64} padded size", t), "padded size: log"),
+    ("a main-grad dtype", lambda t: _first_sub(r"dtype=torch\.(\w+)\)", lambda m: "dtype=torch.float64)", t), "main_grad dtype: log float64"),
+    ("a param moved to the next bucket", None, "bucket 2, job bucket 1"),
+    ("a bucket dropped", None, "buckets: log"),
+)
+
+
+def _first_sub(pattern, replace, text):
+    import re
+    return re.sub(pattern, replace, text, count=1)
+
+
+def judge_log(binary, out_dir, lines, mutations):
+    """`check --against-log` on the start-up log: it must agree; with `mutations`, each
+    change to the log must be named."""
+    log = out_dir / "start-up.log"
+    found = []
+
+    def check(text):
+        log.write_text(text)
+        r = subprocess.run([binary, "check", str(out_dir), "--against-log", str(log)],
+                           capture_output=True, text=True)
+        return r.returncode, (r.stdout + r.stderr).strip()
+
+    text = "\n".join(lines) + "\n"
+    rc, output = check(text)
+    if os.environ.get("REAL_MODEL_DEBUG"):
+        print(text + output, file=sys.stderr)
+    if rc != 0:
+        found.append(f"check --against-log on Megatron-LM's start-up log: exit {rc}: {output}")
+    if not mutations:
+        return found
+    for what, change, expected in LOG_MUTATIONS:
+        if change is None:
+            changed = _structural_mutation(what, lines)
+            if changed is None:
+                found.append(f"the start-up log has no report of two buckets to change ({what})")
+                continue
+        else:
+            changed = change(text)
+        rc, output = check(changed)
+        if rc != 1 or expected not in output:
+            found.append(f"check --against-log misses {what}: exit {rc}: {output[:400]}")
+    return found
+
+
+def _structural_mutation(what, lines):
+    """The log with its first two-bucket report changed: the first bucket's last param moved
+    to the second bucket, or the last bucket dropped (and the count with it)."""
+    import re
+    for i, line in enumerate(lines):
+        m = re.search(r"Number of buckets for gradient all-reduce / reduce-scatter: (\d+)", line)
+        if not m or int(m[1]) < 2:
+            continue
+        end = i + 1
+        while end < len(lines) and ("Params for bucket" in lines[end] or "main_grad" in lines[end]):
+            end += 1
+        report = lines[i:end]
+        heads = [j for j, l in enumerate(report) if "Params for bucket" in l]
+        if what == "a bucket dropped":
+            changed = report[:heads[-1]]
+            changed[0] = line.replace(f": {m[1]}", f": {int(m[1]) - 1}")
+        else:
+            changed = list(report)
+            moved = changed.pop(heads[1] - 1)
+            changed.insert(heads[1], moved)
+        return "\n".join(lines[:i] + changed + lines[end:]) + "\n"
+    return None
+
+
 def judge(built, out_dir, opts):
     import real_model_compare as compare
     from paramlayout.megatron import job_param_layout
@@ -152,6 +279,18 @@ def judge(built, out_dir, opts):
     job = json.loads((out_dir / "job.json").read_text())
     files = {(c["stage"], c["chunk"]): c for c in job["chunks"]}
     diffs, identical, total, seen = [], 0, 0, set()
+    with StartUpLog() as start_up:
+        diffs, identical, total = _judge_stages(built, out_dir, opts, job, files, seen, compare,
+                                                job_param_layout, start_up)
+    diffs += judge_log(opts.binary, out_dir, start_up.lines, getattr(opts, "log_mutations", False))
+    for key in sorted(files.keys() - seen):
+        diffs.append(f"stage {key[0]} chunk {key[1]}: chunk: Megatron-LM absent, "
+                     "paramlayout present")
+    return diffs, identical, total
+
+
+def _judge_stages(built, out_dir, opts, job, files, seen, compare, job_param_layout, start_up):
+    diffs, identical, total = [], 0, 0
     for stage in built:
         for c, ddp in enumerate(stage.chunks):
             total += 1
@@ -171,7 +310,12 @@ def judge(built, out_dir, opts):
             try:
                 full = job_param_layout(str(out_dir / "job.json"), module, pp_rank=stage.stage,
                                         vp_stage=c)
-                again = stage.rewrap(c, full)
+                # A second DDP of the same chunk: not in a start-up's log.
+                start_up.paused = True
+                try:
+                    again = stage.rewrap(c, full)
+                finally:
+                    start_up.paused = False
                 found += [(f"full_param_layout: {w}", f, m, o)
                           for (w, f, m, o) in compare.compare_buffers(again, names, layout)]
             except Exception as e:  # Megatron-LM (or the package) refusing our layout
@@ -185,9 +329,6 @@ def judge(built, out_dir, opts):
                     diffs.append(f"{where}: {what}: {field}: Megatron-LM {mine}, "
                                  f"paramlayout {yours}")
             identical += not found
-    for key in sorted(files.keys() - seen):
-        diffs.append(f"stage {key[0]} chunk {key[1]}: chunk: Megatron-LM absent, "
-                     "paramlayout present")
     return diffs, identical, total
 
 

@@ -253,6 +253,11 @@ def config_cases(splits=("1",)):
     return out
 
 
+# The line whose start-up log the judge changes (real_model.LOG_MUTATIONS): virtual chunks,
+# a first chunk of several buckets, padded.
+LOG_MUTATION_CASE = SAMPLE[3]
+
+
 # A search's space for the judge: a small MoE with MTP on 8 GPUs; `paramlayout search` varies
 # tp, pp, vpp, cp, ep, etp, the split, sequence parallelism and recompute around it.
 SEARCH_WORLD = 8

@@ -107,6 +107,9 @@ def main():
         # tampered with (planted_paramlayout.py), must give exit 1.
         world, line, _ = cases.SAMPLE[0]
         chosen.append((world, line, 1, True, "planted"))
+        # `check --against-log` must name each change to a start-up log (LOG_MUTATIONS).
+        world, line, _ = cases.LOG_MUTATION_CASE
+        chosen.append((world, line, 0, True, "log-mutations"))
     if opts.known:
         chosen += [(w, line, rc, True, None) for w, line, rc in cases.KNOWN_DIFFERENCES]
     if opts.random:
@@ -125,8 +128,11 @@ def main():
         binary = opts.binary
         if config == "planted":
             binary, config = planted, None
+        log_mutations = config == "log-mutations"
+        if log_mutations:
+            config = None
         run_opts = argparse.Namespace(binary=binary, world_size=world, hf_config=config,
-                                      max_ranks=opts.max_ranks)
+                                      max_ranks=opts.max_ranks, log_mutations=log_mutations)
         full = real_model.complete_line(line, config)
         log = io.StringIO()
         try:
