@@ -58,10 +58,21 @@ struct LoggedParamCount {
   std::int64_t params = 0;
 };
 
+/// `[Rank R] (after N iterations) memory (MB) | allocated: A | max allocated: M | ...`
+/// (report_memory, training/utils/common_utils.py:313-334).
+struct LoggedMemory {
+  LogPlace place;
+  std::int64_t rank = 0;
+  std::int64_t iteration = 0;
+  double allocated_mib = 0;
+  double max_allocated_mib = 0;
+};
+
 /// Every report found in one or more logs.
 struct DdpLog {
   std::vector<LoggedBuffer> buffers;
   std::vector<LoggedParamCount> param_counts;
+  std::vector<LoggedMemory> memory;
 };
 
 /// Adds the reports in `text` (one log, named `source` in messages) to `log`. Lines of
@@ -76,6 +87,10 @@ struct LogComparison {
   std::size_t buffers_reported = 0;    ///< the job's buffers some report stands for
   std::size_t buffers = 0;             ///< the job's buffers
   std::size_t param_counts = 0;        ///< param counts compared
+  /// Each memory report beside the job's figures for its stage: the persistent bytes (exact)
+  /// and the peak (estimated), and what the rank holds beyond them. Figures, not differences:
+  /// allocated memory holds more than the job counts (docs/memory.md).
+  std::vector<std::string> memory_notes;
 };
 
 /// What the log says against the job: for each reported buffer, the chunk and buffer of the

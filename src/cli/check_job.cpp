@@ -173,12 +173,12 @@ Result<DdpLog> read_logs(const std::vector<std::string>& paths, std::uint64_t ma
       return read.error();
     }
   }
-  if (log.buffers.empty() && log.param_counts.empty()) {
+  if (log.buffers.empty() && log.param_counts.empty() && log.memory.empty()) {
     return Error{fmt::format(
         "{}: no report of Megatron-LM's DDP found: looked for \"Number of buckets for gradient "
         "all-reduce / reduce-scatter: N\" (param_and_grad_buffer.py, logged at INFO by each "
-        "stage's first rank) and \"number of parameters on (...) model parallel rank\" "
-        "(training.py)",
+        "stage's first rank), \"number of parameters on (...) model parallel rank\" "
+        "(training.py) and \"[Rank R] (after N iterations) memory (MB)\" (report_memory)",
         fmt::join(paths, ", "))};
   }
   return log;
@@ -237,6 +237,7 @@ Result<ExitCode> run_check_job(const CheckCommand& command) {
     if (!log) return log.error();
     LogComparison compared = compare_with_log(job->job.record, files, *log);
     log_agrees = log_line(*log, compared);
+    for (const std::string& note : compared.memory_notes) fmt::print("memory: {}\n", note);
     for (Violation& v : compared.differences) problems.push_back(std::move(v));
   }
   const std::string& written_by = job->job.record.generator;

@@ -112,6 +112,15 @@ class AgainstLog(unittest.TestCase):
                 self.assertEqual(r.returncode, 1, r.stdout)
                 self.assertIn(named, r.stdout)
 
+    def test_memory_reports_beside_the_jobs_figures(self):
+        memory = ("[rank4]:[Rank 4] (after 2 iterations) memory (MB) | allocated: 5.25 | "
+                  "max allocated: 9.50 | reserved: 12.00 | max reserved: 12.00\n")
+        r = self.check(self.log + memory)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("memory: rank 4 (stage 1) after 2 iterations: allocated 5.25 MiB", r.stdout)
+        self.assertIn("than the job's persistent", r.stdout)
+        self.assertIn("max allocated 9.50 MiB against the job's peak", r.stdout)
+
     def test_another_launch_is_named_as_such(self):
         r = self.check(self.log, job="wider")
         self.assertEqual(r.returncode, 1, r.stdout)

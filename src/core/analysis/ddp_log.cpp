@@ -6,6 +6,7 @@
 #include <cctype>
 #include <charconv>
 #include <map>
+#include <regex>
 
 
 namespace paramlayout {
@@ -18,6 +19,8 @@ constexpr std::string_view kBucket = "Params for bucket ";
 constexpr std::string_view kMainGrad = " (param.main_grad.dtype=torch.";
 // training.py:2447-2448
 constexpr std::string_view kParamCount = "number of parameters on (";
+// training/utils/common_utils.py:321-334
+constexpr std::string_view kMemory = " memory (MB) | allocated: ";
 
 std::optional<std::int64_t> number(std::string_view text) {
   std::int64_t value = 0;
@@ -109,6 +112,7 @@ class LogReader {
     if (const std::size_t found = p.rest.find(kParamCount); found != std::string_view::npos) {
       return param_count(at, p, p.rest.substr(found + kParamCount.size()));
     }
+    if (p.rest.find(kMemory) != std::string_view::npos) memory(at, p);
     return {};
   }
 
@@ -183,6 +187,21 @@ class LogReader {
     }
     log_.param_counts.push_back(std::move(out));
     return {};
+  }
+
+  /// "[Rank 3] (after 2 iterations) memory (MB) | allocated: 1.50 | max allocated: 2.25 |
+  /// ...": reports at other moments (around a checkpoint's save) are not read.
+  void memory(std::int64_t at, const Prefixed& p) {
+    static const std::regex kReport(
+        R"(\[Rank (\d+)\] \(after (\d+) iterations\) memory \(MB\) \| allocated: ([0-9.]+) \| )"
+        R"(max allocated: ([0-9.]+)\b)");
+    std::match_results<std::string_view::const_iterator> m;
+    if (!std::regex_search(p.rest.begin(), p.rest.end(), m, kReport)) return;
+    log_.memory.push_back({{source_, at, p.rank},
+                           std::stoll(m[1].str()),
+                           std::stoll(m[2].str()),
+                           std::stod(m[3].str()),
+                           std::stod(m[4].str())});
   }
 
   Result<void> close(std::map<std::string, OpenReport>::iterator open) {

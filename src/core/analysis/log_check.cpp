@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -185,6 +186,37 @@ std::vector<Violation> compare_param_counts(const DdpLog& log,
   return out;
 }
 
+/// Each memory report beside its stage's figures in job.json.
+std::vector<std::string> memory_notes(const DdpLog& log, const JobRecord& job) {
+  std::vector<std::string> out;
+  const std::int64_t ranks_per_stage = job.world_size / std::max<std::int64_t>(job.parallel.pp, 1);
+  constexpr double kMiB = 1024.0 * 1024.0;
+  for (const LoggedMemory& m : log.memory) {
+    const std::int64_t stage = ranks_per_stage > 0 ? m.rank / ranks_per_stage : 0;
+    const auto figures = std::find_if(job.memory.begin(), job.memory.end(),
+                                      [&](const RankMemory& r) { return r.stage == stage; });
+    std::string line = fmt::format("rank {} (stage {}) after {} iteration{}: allocated {}",
+                                   m.rank, stage, m.iteration, m.iteration == 1 ? "" : "s",
+                                   human_bytes(m.allocated_mib * kMiB));
+    if (figures == job.memory.end()) {
+      out.push_back(line + " (job.json records no memory for the stage)");
+      continue;
+    }
+    const double persistent = static_cast<double>(figures->persistent_bytes);
+    line += fmt::format(", {} {} than the job's persistent {} (exact)",
+                        human_bytes(std::abs(m.allocated_mib * kMiB - persistent)),
+                        m.allocated_mib * kMiB >= persistent ? "more" : "less",
+                        human_bytes(persistent));
+    if (figures->has_activations()) {
+      line += fmt::format("; max allocated {} against the job's peak {} (estimated)",
+                          human_bytes(m.max_allocated_mib * kMiB),
+                          human_bytes(static_cast<double>(figures->peak_bytes)));
+    }
+    out.push_back(line);
+  }
+  return out;
+}
+
 }  // namespace
 
 LogComparison compare_with_log(const JobRecord& job, const std::vector<JobChunkFiles>& chunks,
@@ -231,6 +263,7 @@ LogComparison compare_with_log(const JobRecord& job, const std::vector<JobChunkF
                          matched, found.front().message())});
     return out;
   }
+  out.memory_notes = memory_notes(log, job);
   out.differences = std::move(unmatched);
   out.differences.insert(out.differences.end(), found.begin(), found.end());
   std::vector<Violation> counts = compare_param_counts(log, chunks);
