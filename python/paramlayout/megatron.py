@@ -143,3 +143,58 @@ def job_param_layout(job_path, model_chunk, pp_rank, vp_stage=0, classes=None):
                 f"names (SHA-256 {actual[:12]}, job.json records {recorded[:12]}); "
                 f"`paramlayout check` says more")
     return full_param_layout(layout_path, model_chunk, expect=expect, classes=classes)
+
+
+class ModelMismatch(LayoutMismatch):
+    """The model's DDP buffers are not what the job planned."""
+
+
+def ddp_report(ddp_chunks, pp_rank, rank, tp_rank=0):
+    """The lines a Megatron-LM start-up logs for `ddp_chunks` (one rank's
+    DistributedDataParallel chunks), prefixed `[rankR]:` as torchrun prefixes them: the param
+    count get_model prints and each buffer's bucket report, as param_and_grad_buffer.py
+    formats it."""
+    params = sum(p.nelement() for ddp in ddp_chunks for p in ddp.module.parameters())
+    lines = [" > number of parameters on (tensor, gtp_weight_remat, pipeline) model parallel "
+             f"rank ({tp_rank}, 0, {pp_rank}): {params}"]
+    for ddp in ddp_chunks:
+        names = {p: n for n, p in ddp.module.named_parameters()}
+        for buffer in list(ddp.buffers) + list(ddp.expert_parallel_buffers):
+            lines.append("Number of buckets for gradient all-reduce / reduce-scatter: "
+                         f"{len(buffer.buckets)}")
+            for index, bucket in enumerate(buffer.buckets):
+                numel = sum(p.data.nelement() for p in bucket.params_list)
+                lines.append(f"Params for bucket {index + 1} ({numel} elements, "
+                             f"{bucket.grad_data.nelement()} padded size, "
+                             f"{len(bucket.params_with_extra_main_grads)} param(s) with extra "
+                             "main_grads):")
+                lines += [f"\t{names[p]} (param.main_grad.dtype={p.main_grad.dtype})"
+                          for p in bucket.params_list]
+    return "".join(f"[rank{rank}]:{line}\n" for line in lines)
+
+
+def check_model(job_path, ddp_chunks, pp_rank, tp_rank=0, binary=None):
+    """Raises ModelMismatch, naming each difference, when this rank's DDP chunks (after
+    get_model) are not what the job planned for pipeline stage `pp_rank`: their buffers'
+    buckets, each bucket's elements, padded size and params, each param's main-grad dtype,
+    and the stage's param count, as `paramlayout check JOB --against-log` compares a start-up
+    log. Call it on each stage's first rank (tensor and data-parallel rank 0), before step 1:
+
+        model = get_model(model_provider, model_type)
+        from paramlayout.megatron import check_model
+        check_model("job/job.json", model, pp_rank=mpu.get_pipeline_model_parallel_rank())
+    """
+    import subprocess
+
+    import paramlayout
+    with open(job_path) as f:
+        job = json.load(f)
+    rank = pp_rank * (job["world_size"] // job["pp"])
+    result = subprocess.run([binary or paramlayout.binary(), "check", job_path, "--against-log",
+                             "-"], input=ddp_report(ddp_chunks, pp_rank, rank, tp_rank),
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        found = [line for line in (result.stdout + result.stderr).splitlines()
+                 if not line.startswith("memory: ")]
+        raise ModelMismatch(f"stage {pp_rank}: the model is not what {job_path} planned:\n  "
+                            + "\n  ".join(found))

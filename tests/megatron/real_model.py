@@ -53,6 +53,13 @@ def complete_line(args, hf_config=None):
     return line
 
 
+def other_launch_line(line):
+    """LINE with its buckets padded the other way (--ddp-pad-buckets-for-high-nccl-busbw on
+    or off): a launch whose DDP pads every stage's buckets to other sizes."""
+    flag = "--ddp-pad-buckets-for-high-nccl-busbw"
+    return [a for a in line if a != flag] if flag in line else list(line) + [flag]
+
+
 def run_paramlayout(binary, world_size, hf_config, line, out_dir):
     command = [binary, "job", "--world-size", str(world_size), "-q", "-o", out_dir]
     if hf_config:
@@ -116,6 +123,11 @@ def _judge_line(opts, line, runtime):
     with tempfile.TemporaryDirectory(prefix="real-model-") as tmp:
         our_rc, our_message = run_paramlayout(opts.binary, opts.world_size, opts.hf_config, line,
                                               tmp)
+        if getattr(opts, "log_mutations", False):
+            opts.other_launch = tempfile.mkdtemp(prefix="other-launch-", dir=tmp)
+            os.rmdir(opts.other_launch)
+            run_paramlayout(opts.binary, opts.world_size, opts.hf_config,
+                            other_launch_line(line), opts.other_launch)
         if our_rc not in (0, 2):
             return 1, [f"paramlayout: exit {our_rc}: {our_message}", count(0, 0)]
         try:
@@ -253,6 +265,28 @@ def judge_log(binary, out_dir, lines, mutations):
     return found
 
 
+def judge_check_model(stage, out_dir, opts):
+    """paramlayout.megatron.check_model on the stage's DDP chunks: it must pass against the
+    job; with opts.log_mutations, it must raise against the job of another launch
+    (other_launch_line)."""
+    from paramlayout.megatron import ModelMismatch, check_model
+    found = []
+    try:
+        check_model(str(out_dir / "job.json"), stage.chunks, pp_rank=stage.stage,
+                    binary=opts.binary)
+    except ModelMismatch as e:
+        found.append(f"check_model raises on the planned model: {e}")
+    other = getattr(opts, "other_launch", None)
+    if other:
+        try:
+            check_model(str(Path(other) / "job.json"), stage.chunks, pp_rank=stage.stage,
+                        binary=opts.binary)
+            found.append(f"check_model passes stage {stage.stage} against another launch's job")
+        except ModelMismatch:
+            pass
+    return found
+
+
 def _structural_mutation(what, lines):
     """The log with its first two-bucket report changed: the first bucket's last param moved
     to the second bucket, or the last bucket dropped (and the count with it)."""
@@ -299,6 +333,7 @@ def judge(built, out_dir, opts):
 def _judge_stages(built, out_dir, opts, job, files, seen, compare, job_param_layout, start_up):
     diffs, identical, total = [], 0, 0
     for stage in built:
+        diffs += judge_check_model(stage, out_dir, opts)
         for c, ddp in enumerate(stage.chunks):
             total += 1
             seen.add((stage.stage, c))
