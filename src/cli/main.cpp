@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.hpp"
@@ -22,6 +23,8 @@ struct Command {
   std::string description;
   std::function<void(CLI::App&)> setup;
   std::function<Result<ExitCode>()> run;
+  /// Takes Megatron-LM's arguments after `--`, verbatim; empty for a command without them.
+  std::function<void(std::vector<std::string>)> take_launch_args;
 };
 
 /// A subcommand whose flags are read into an `Options` of its own.
@@ -29,9 +32,36 @@ template <class Options>
 Command command(std::string name, std::string description, void (*setup)(CLI::App&, Options&),
                 Result<ExitCode> (*run)(const Options&)) {
   auto options = std::make_shared<Options>();
-  return {std::move(name), std::move(description),
-          [setup, options](CLI::App& sub) { setup(sub, *options); },
-          [run, options] { return run(*options); }};
+  Command out{std::move(name), std::move(description),
+              [setup, options](CLI::App& sub) { setup(sub, *options); },
+              [run, options] { return run(*options); }, {}};
+  if constexpr (requires { options->args = std::vector<std::string>{}; }) {
+    out.take_launch_args = [options](std::vector<std::string> args) {
+      options->args = std::move(args);
+    };
+  }
+  return out;
+}
+
+/// The index of the `--` that starts the launch arguments of a command that takes them
+/// (`job ... -- ARGS`), or `argc` when there is none. CLI11 would read an argument such as
+/// "[0,1,1,1]" (`--moe-layer-freq`) as a list of four; Megatron-LM's parser takes it whole.
+int launch_args_start(int argc, char** argv, const std::vector<Command>& table,
+                      const Command*& taker) {
+  taker = nullptr;
+  const Command* named = nullptr;  // the subcommand: the first argument naming one
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") {
+      if (named == nullptr || !named->take_launch_args) return argc;
+      taker = named;
+      return i;
+    }
+    for (const Command& c : table) {
+      if (named == nullptr && arg == c.name) named = &c;
+    }
+  }
+  return argc;
 }
 
 /// Every subcommand, in the order --help lists them.
@@ -79,8 +109,13 @@ int main(int argc, char** argv) {
   const std::vector<Command> table = commands();
   for (const Command& c : table) c.setup(*app.add_subcommand(c.name, c.description));
 
+  const Command* taker = nullptr;
+  const int dash = launch_args_start(argc, argv, table, taker);
   try {
-    app.parse(argc, argv);
+    app.parse(dash, argv);
+    if (taker != nullptr && dash < argc) {
+      taker->take_launch_args(std::vector<std::string>(argv + dash + 1, argv + argc));
+    }
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     print_error(paramlayout::Error{e.what()});

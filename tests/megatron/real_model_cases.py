@@ -93,6 +93,10 @@ SAMPLE = [
     # grouped GEMM while bias-dropout fusion is on
     (4, BASE + MOE + ["--tensor-model-parallel-size", "2"] + DISTOPT, 2),
     (2, BASE + MOE + ["--expert-model-parallel-size", "2"] + DISTOPT, 2),
+    # a --moe-layer-freq list literal, which Megatron-LM's parser evaluates (moe_freq_type)
+    (4, LLAMA + MOE + ["--moe-layer-freq", "[0,1,1,1]"] + DISTOPT, 0),
+    # TransformerConfig's refusal: a grouped tensor without grouped GEMM
+    (4, LLAMA + MOE[:-1] + ["--moe-use-grouped-tensor"] + DISTOPT, 2),
 ]
 
 # Lines on which paramlayout and Megatron-LM are known to differ (each a difference the

@@ -378,6 +378,25 @@ void reject_unmodelled(ArgMap& a) {
     a.fail("--modelopt-enabled", "builds the model with ModelOpt's builder "
                                  "(model_provider.py:55), which paramlayout does not model");
   }
+  // transformer_config.py:1413-1414, 1707-1712, 1736-1741: TransformerConfig's refusals, then
+  // one grouped weight (or bias) for all of a layer's experts, whose params are not modelled.
+  const bool grouped_gemm = a.flag("--moe-grouped-gemm");
+  if (a.flag("--moe-use-grouped-tensor") && !grouped_gemm) {
+    a.fail("--moe-use-grouped-tensor", "requires --moe-grouped-gemm: Megatron-LM's "
+                                       "TransformerConfig refuses it without "
+                                       "(transformer_config.py:1413-1414)");
+  }
+  for (const std::string_view single : {"--moe-single-grouped-weight", "--moe-single-grouped-bias"}) {
+    if (!a.flag(single)) continue;
+    if (!grouped_gemm || !a.flag("--moe-use-grouped-tensor")) {
+      a.fail(single, "requires --moe-grouped-gemm and --moe-use-grouped-tensor: Megatron-LM's "
+                     "TransformerConfig refuses it without (transformer_config.py:1707-1712, "
+                     "1736-1741)");
+    } else {
+      a.fail(single, "one grouped param for all of a layer's experts (Transformer Engine's "
+                     "GroupedLinear) is not modelled");
+    }
+  }
 }
 
 /// What Megatron-LM's own model code refuses of the model the line builds, beyond its
