@@ -242,9 +242,43 @@ std::vector<std::string_view> hf_architectures() {
   return names;
 }
 
+namespace {
+
+/// `text` with Python's words for non-finite floats outside strings (`Infinity`,
+/// `-Infinity`, which transformers' json.dumps writes, as in Falcon-H1's time_step_limit)
+/// read as null, padded to the same length so that errors keep their columns. JSON has no
+/// word for them.
+std::string with_infinities_as_null(std::string_view text) {
+  std::string out(text);
+  bool in_string = false;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const char ch = out[i];
+    if (in_string) {
+      if (ch == '\\') ++i;
+      else if (ch == '"') in_string = false;
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+      continue;
+    }
+    for (const std::string_view word : {std::string_view("-Infinity"), std::string_view("Infinity")}) {
+      if (std::string_view(out).substr(i, word.size()) == word) {
+        out.replace(i, word.size(), std::string("null") + std::string(word.size() - 4, ' '));
+        i += word.size() - 1;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<HfModel> read_hf_config(std::string_view text, std::string_view source) {
   json::Reader reader(source);
-  if (!reader.parse(text)) return reader.error();
+  const std::string readable = with_infinities_as_null(text);
+  if (!reader.parse(readable)) return reader.error();
   if (!reader.is_object(reader.root(), json::Path())) return reader.error();
   HfModel model;
   model.architecture = read_architecture(reader);

@@ -1,5 +1,7 @@
 #include "hf_reader.hpp"
 
+#include "hf_defaults.hpp"
+
 #include <fmt/format.h>
 
 namespace paramlayout::hf {
@@ -11,6 +13,13 @@ Config::Config(json::Reader& reader, std::string_view architecture, std::string_
       object_(reader.root()),
       base_(scope.empty() ? root_ : root_.field(scope)),
       tie_in_scope_(tie_in_scope) {
+  const auto model_type = [](json::Element object) {
+    std::string_view type;
+    return object.is_object() && object.at_key("model_type").get(type) == simdjson::SUCCESS
+               ? std::string(type)
+               : std::string();
+  };
+  model_type_ = model_type(object_);
   if (scope.empty()) return;
   auto inner = reader.root().at_key(scope);
   if (inner.error()) {
@@ -20,6 +29,9 @@ Config::Config(json::Reader& reader, std::string_view architecture, std::string_
     return;
   }
   if (reader.is_object(inner.value(), base_)) object_ = inner.value();
+  const std::string parent = model_type_;
+  model_type_ = model_type(object_);
+  if (model_type_.empty()) model_type_ = std::string(sub_config_type(parent, scope));
 }
 
 simdjson::simdjson_result<json::Element> Config::lookup(std::string_view key) const {
@@ -27,7 +39,13 @@ simdjson::simdjson_result<json::Element> Config::lookup(std::string_view key) co
     auto top = reader_.root().at_key(key);
     if (!top.error()) return top;
   }
-  return object_.at_key(key);
+  auto value = object_.at_key(key);
+  if (value.error() == simdjson::NO_SUCH_FIELD && !model_type_.empty()) {
+    if (const std::optional<json::Element> fallback = class_default(model_type_, key)) {
+      return json::Element(*fallback);
+    }
+  }
+  return value;
 }
 
 std::optional<json::Element> Config::find(std::string_view key) {
@@ -35,6 +53,11 @@ std::optional<json::Element> Config::find(std::string_view key) {
   auto value = lookup(key);
   if (value.error() || value.value().is_null()) return std::nullopt;
   return value.value();
+}
+
+bool Config::in_file(std::string_view key) {
+  read_.emplace(key);
+  return !object_.at_key(key).error();
 }
 
 bool Config::is_null(std::string_view key) {

@@ -28,9 +28,12 @@ class Config {
   Config(const Config&) = delete;
   Config& operator=(const Config&) = delete;
 
-  /// The value of `key` (nullopt when absent or null); marks it read.
+  /// The value of `key` (nullopt when absent or null), or where the file leaves it out, its
+  /// config class's default as transformers fills it (hf_defaults.hpp); marks it read.
   std::optional<json::Element> find(std::string_view key);
   bool has(std::string_view key) { return find(key).has_value(); }
+  /// Whether the file itself gives `key` (a class default does not count); marks it read.
+  bool in_file(std::string_view key);
   /// Whether `key` is present with the value null (which some configs use to mean "none",
   /// unlike an absent key, which takes the architecture's default); marks it read.
   bool is_null(std::string_view key);
@@ -69,6 +72,8 @@ class Config {
   json::Path root_;
   json::Path base_;
   bool tie_in_scope_ = false;
+  /// The object's transformers config class, whose defaults fill the fields it omits.
+  std::string model_type_;
   std::set<std::string> read_;
 };
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "mappers.hpp"
 #include "paramlayout/text.hpp"
@@ -101,8 +102,20 @@ void read_dense_or_moe_layers(Config& c, ModelSpec& m, std::int64_t first_dense_
 }
 
 std::int64_t integer_of(Config& c, std::initializer_list<std::string_view> keys) {
+  std::optional<std::pair<std::string_view, std::int64_t>> given;
   for (std::string_view key : keys) {
-    if (c.has(key)) return c.integer(key);
+    if (!c.in_file(key)) continue;
+    const std::int64_t value = c.integer(key);
+    if (!given) {
+      given = {key, value};
+    } else if (value != given->second) {
+      c.fail(key, fmt::format("is {}, and {} is {}: both name one count", value, given->first,
+                              given->second));
+    }
+  }
+  if (given) return given->second;
+  for (std::string_view key : keys) {
+    if (c.has(key)) return c.integer(key);  // a class default
   }
   c.fail(*keys.begin(), "is required");
   return 1;

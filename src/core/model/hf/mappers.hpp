@@ -39,8 +39,9 @@ void read_first_dense_moe_layers(Config& c, ModelSpec& m, std::int64_t first_den
 /// As read_first_dense_moe_layers, or where only `mlp_layer_types` is given, the layers it
 /// calls "sparse"; both given must agree.
 void read_dense_or_moe_layers(Config& c, ModelSpec& m, std::int64_t first_dense_default);
-/// The first of `keys` the config has (names differ between a publisher's config and
-/// transformers' class: num_experts / n_routed_experts), required.
+/// The first of `keys` the file gives (names differ between a publisher's config and
+/// transformers' class, and transformers 5 writes both: num_experts / n_routed_experts), or
+/// else the first with a class default; required. All the file gives must agree.
 std::int64_t integer_of(Config& c, std::initializer_list<std::string_view> keys);
 /// Every `decoder_sparse_step`-th layer not in `mlp_only_layers` is MoE (Qwen MoE models).
 void read_sparse_step_moe_layers(Config& c, ModelSpec& m);

@@ -16,7 +16,8 @@ void read_mla_moe(Config& c, ModelSpec& m, std::int64_t shared_default) {
   read_llama_like(c, m);
   read_mla(c, m);
   m.ffn_hidden_size = c.integer("intermediate_size");
-  m.moe.num_experts = c.integer("n_routed_experts");
+  // transformers 5 also writes num_experts (GlmMoeDsaConfig).
+  m.moe.num_experts = integer_of(c, {"n_routed_experts", "num_experts"});
   m.moe.ffn_hidden_size = c.integer("moe_intermediate_size");
   m.moe.shared_expert_size =
       m.moe.ffn_hidden_size * c.integer("n_shared_experts", shared_default, 0);
@@ -75,8 +76,9 @@ void map_glm_moe_dsa(Config& c, ModelSpec& m, Notes& notes) {
     const auto number = static_cast<std::int64_t>(i) + 1;
     m.layers[i].shares_topk = freq > 1 && std::max<std::int64_t>(number - offset, 0) % freq != 0;
   }
+  // transformers 5 names the sparse attention "deepseek_sparse_attention" (GlmMoeDsaConfig).
   for (const std::string& type : c.strings("layer_types")) {
-    if (type != "indexed_attention") {
+    if (type != "indexed_attention" && type != "deepseek_sparse_attention") {
       c.fail("layer_types", fmt::format("names \"{}\"; Megatron-Bridge builds every GLM-5 layer "
                                         "with sparse (\"indexed_attention\") attention",
                                         type));

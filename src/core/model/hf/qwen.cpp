@@ -12,7 +12,8 @@ namespace {
 /// only, Qwen3.5-MoE, need not give).
 void read_qwen_moe(Config& c, ModelSpec& m) {
   m.ffn_hidden_size = c.integer("intermediate_size", 0, 1);
-  m.moe.num_experts = c.integer("num_experts");
+  // transformers 5 saves the count as num_local_experts as well (or instead).
+  m.moe.num_experts = integer_of(c, {"num_experts", "num_local_experts"});
   m.moe.ffn_hidden_size = c.integer("moe_intermediate_size");
   read_sparse_step_moe_layers(c, m);
 }
@@ -48,6 +49,11 @@ void map_mimo(Config& c, ModelSpec& m, Notes& notes) {
 
 void map_qwen2_moe(Config& c, ModelSpec& m, Notes&) {
   read_llama_like(c, m);
+  // transformers 5's Qwen2MoeConfig.qkv_bias (true by default); Megatron-Bridge's bridge
+  // always builds the biases.
+  if (!c.boolean("qkv_bias", true)) {
+    c.fail("qkv_bias", "is false: Megatron-Bridge's Qwen2-MoE bridge builds q, k and v biases");
+  }
   m.add_qkv_bias = true;
   read_qwen_moe(c, m);
   read_gated_shared_expert(c, m);
