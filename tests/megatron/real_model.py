@@ -317,7 +317,7 @@ def judge(built, out_dir, opts):
 
     job = json.loads((out_dir / "job.json").read_text())
     files = {(c["stage"], c["chunk"]): c for c in job["chunks"]}
-    diffs, identical, total, seen = [], 0, 0, set()
+    seen = set()
     with StartUpLog() as start_up:
         diffs, identical, total = _judge_stages(built, out_dir, opts, job, files, seen, compare,
                                                 job_param_layout, start_up)

@@ -8,7 +8,6 @@
 #include <map>
 #include <regex>
 
-
 namespace paramlayout {
 namespace {
 
@@ -49,7 +48,8 @@ Prefixed split_prefix(std::string_view line) {
     if (close != std::string_view::npos && close < 32) {
       const std::string_view inside = line.substr(1, close - 1);
       std::size_t tag_end = close + 1;
-      if (line.substr(tag_end).starts_with("<stdout>") || line.substr(tag_end).starts_with("<stderr>")) {
+      const std::string_view tag = line.substr(tag_end);
+      if (tag.starts_with("<stdout>") || tag.starts_with("<stderr>")) {
         tag_end += 8;
       }
       if (tag_end < line.size() && line[tag_end] == ':') {

@@ -42,6 +42,14 @@ std::string_view job_name(std::string_view name, const NameIndex& index) {
   return name;
 }
 
+/// The pipeline stage of global rank `rank` in the job: Megatron-LM's rank order puts the
+/// stage outermost (tp-cp-ep-dp-pp); nullopt when the job's sizes do not say.
+std::optional<std::int64_t> stage_of(const JobRecord& job, std::int64_t rank) {
+  const std::int64_t ranks_per_stage = job.world_size / std::max<std::int64_t>(job.parallel.pp, 1);
+  if (ranks_per_stage < 1) return std::nullopt;
+  return rank / ranks_per_stage;
+}
+
 std::string bucket_name(std::optional<std::int64_t> bucket) {
   return bucket ? fmt::format("bucket {}", *bucket + 1) : std::string("none");
 }
@@ -81,7 +89,9 @@ std::vector<Violation> compare_buffer(const LoggedBuffer& logged, const JobChunk
     }
     // The job's DDP promotes no param's main grad (no
     // param_name_patterns_for_fp32_local_accumulation, param_and_grad_buffer.py:1370-1385).
-    if (l.extra_main_grads != 0) differ(bucket + ": params with extra main_grads", l.extra_main_grads, 0);
+    if (l.extra_main_grads != 0) {
+      differ(bucket + ": params with extra main_grads", l.extra_main_grads, 0);
+    }
   }
   for (std::int64_t i = 0; i < log_buckets; ++i) {
     for (const LoggedParam& p : logged.buckets[static_cast<std::size_t>(i)].params) {
@@ -107,55 +117,57 @@ std::vector<Violation> compare_buffer(const LoggedBuffer& logged, const JobChunk
   return out;
 }
 
-/// The buffer `logged` stands for: of those holding its first param (on its rank's stage
-/// when the log names the rank), one not yet taken that agrees with it, else one not yet
-/// taken, else one that agrees, else the first; nullopt when the job holds none of them.
-std::optional<JobBuffer> buffer_for(const LoggedBuffer& logged, const JobRecord& job,
-                                    const std::vector<JobChunkFiles>& chunks,
-                                    const NameIndex& index,
-                                    const std::set<std::pair<std::size_t, std::size_t>>& taken) {
+/// The buffer `logged` stands for, with its differences: of those holding its first param
+/// (on its rank's stage when the log names the rank), one not yet taken that agrees with it,
+/// else one not yet taken, else one that agrees, else the first; nullopt when the job holds
+/// none of them.
+std::optional<std::pair<JobBuffer, std::vector<Violation>>> buffer_for(
+    const LoggedBuffer& logged, const JobRecord& job, const std::vector<JobChunkFiles>& chunks,
+    const NameIndex& index, const std::set<std::pair<std::size_t, std::size_t>>& taken) {
   const std::string_view first = job_name(logged.buckets.front().params.front().name, index);
   const auto found = index.find(first);
   if (found == index.end()) return std::nullopt;
   std::vector<JobBuffer> candidates = found->second;
-  const std::int64_t ranks_per_stage = job.world_size / std::max<std::int64_t>(job.parallel.pp, 1);
-  if (logged.place.rank && ranks_per_stage > 0) {
-    const std::int64_t stage = *logged.place.rank / ranks_per_stage;
+  if (const std::optional<std::int64_t> stage =
+          logged.place.rank ? stage_of(job, *logged.place.rank) : std::nullopt) {
     std::vector<JobBuffer> on_stage;
     for (const JobBuffer& c : candidates) {
-      if (chunks[c.chunk].record->stage == stage) on_stage.push_back(c);
+      if (chunks[c.chunk].record->stage == *stage) on_stage.push_back(c);
     }
     if (!on_stage.empty()) candidates = std::move(on_stage);
   }
-  const auto free = [&](const JobBuffer& c) { return !taken.contains({c.chunk, c.buffer}); };
-  const auto agrees = [&](const JobBuffer& c) {
-    return compare_buffer(logged, chunks[c.chunk], c.buffer, index).empty();
-  };
-  const auto first_where = [&](const auto& wanted) -> std::optional<JobBuffer> {
-    for (const JobBuffer& c : candidates) {
-      if (wanted(c)) return c;
+  std::vector<std::vector<Violation>> differences;
+  for (const JobBuffer& c : candidates) {
+    differences.push_back(compare_buffer(logged, chunks[c.chunk], c.buffer, index));
+  }
+  const auto first_where = [&](bool must_be_free, bool must_agree)
+      -> std::optional<std::pair<JobBuffer, std::vector<Violation>>> {
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      const bool free = !taken.contains({candidates[i].chunk, candidates[i].buffer});
+      if ((free || !must_be_free) && (differences[i].empty() || !must_agree)) {
+        return std::pair{candidates[i], differences[i]};
+      }
     }
     return std::nullopt;
   };
-  if (auto c = first_where([&](const JobBuffer& c) { return free(c) && agrees(c); })) return c;
-  if (auto c = first_where(free)) return c;
-  if (auto c = first_where(agrees)) return c;
-  return candidates.front();
+  if (auto c = first_where(true, true)) return c;
+  if (auto c = first_where(true, false)) return c;
+  if (auto c = first_where(false, true)) return c;
+  return std::pair{candidates.front(), differences.front()};
 }
 
 /// The first param count whose rank the job puts on another stage than the log does, as
 /// a difference naming the launch; nullopt when none.
 std::optional<Violation> stage_of_another_launch(const DdpLog& log, const JobRecord& job) {
-  const std::int64_t ranks_per_stage = job.world_size / std::max<std::int64_t>(job.parallel.pp, 1);
   for (const LoggedParamCount& count : log.param_counts) {
-    if (!count.place.rank || ranks_per_stage < 1) continue;
-    const std::int64_t stage = *count.place.rank / ranks_per_stage;
-    if (stage != count.pp_rank) {
+    const std::optional<std::int64_t> stage =
+        count.place.rank ? stage_of(job, *count.place.rank) : std::nullopt;
+    if (stage && *stage != count.pp_rank) {
       return Violation{"", fmt::format("the log is of another launch: rank {} is on pipeline "
                                        "stage {} in it ({}), on stage {} in this job (world "
                                        "{}, pp {})",
                                        *count.place.rank, count.pp_rank, count.place.describe(),
-                                       stage, job.world_size, job.parallel.pp)};
+                                       *stage, job.world_size, job.parallel.pp)};
     }
   }
   return std::nullopt;
@@ -189,23 +201,23 @@ std::vector<Violation> compare_param_counts(const DdpLog& log,
 /// Each memory report beside its stage's figures in job.json.
 std::vector<std::string> memory_notes(const DdpLog& log, const JobRecord& job) {
   std::vector<std::string> out;
-  const std::int64_t ranks_per_stage = job.world_size / std::max<std::int64_t>(job.parallel.pp, 1);
   constexpr double kMiB = 1024.0 * 1024.0;
   for (const LoggedMemory& m : log.memory) {
-    const std::int64_t stage = ranks_per_stage > 0 ? m.rank / ranks_per_stage : 0;
+    const std::int64_t stage = stage_of(job, m.rank).value_or(0);
+    const double allocated = m.allocated_mib * kMiB;
     const auto figures = std::find_if(job.memory.begin(), job.memory.end(),
                                       [&](const RankMemory& r) { return r.stage == stage; });
     std::string line = fmt::format("rank {} (stage {}) after {} iteration{}: allocated {}",
                                    m.rank, stage, m.iteration, m.iteration == 1 ? "" : "s",
-                                   human_bytes(m.allocated_mib * kMiB));
+                                   human_bytes(allocated));
     if (figures == job.memory.end()) {
       out.push_back(line + " (job.json records no memory for the stage)");
       continue;
     }
     const double persistent = static_cast<double>(figures->persistent_bytes);
     line += fmt::format(", {} {} than the job's persistent {} (exact)",
-                        human_bytes(std::abs(m.allocated_mib * kMiB - persistent)),
-                        m.allocated_mib * kMiB >= persistent ? "more" : "less",
+                        human_bytes(std::abs(allocated - persistent)),
+                        allocated >= persistent ? "more" : "less",
                         human_bytes(persistent));
     if (figures->has_activations()) {
       line += fmt::format("; max allocated {} against the job's peak {} (estimated)",
@@ -233,17 +245,18 @@ LogComparison compare_with_log(const JobRecord& job, const std::vector<JobChunkF
   std::size_t differing = 0;
   std::vector<Violation> found;
   for (const LoggedBuffer& logged : log.buffers) {
-    const std::optional<JobBuffer> at = buffer_for(logged, job, chunks, index, taken);
+    std::optional<std::pair<JobBuffer, std::vector<Violation>>> at =
+        buffer_for(logged, job, chunks, index, taken);
     if (!at) {
       unmatched.push_back({logged.place.describe(),
                            fmt::format("a buffer of params the job does not hold (the first: {})",
                                        logged.buckets.front().params.front().name)});
       continue;
     }
-    taken.insert({at->chunk, at->buffer});
-    std::vector<Violation> d = compare_buffer(logged, chunks[at->chunk], at->buffer, index);
-    differing += !d.empty();
-    found.insert(found.end(), d.begin(), d.end());
+    auto& [buffer, differences] = *at;
+    taken.insert({buffer.chunk, buffer.buffer});
+    differing += !differences.empty();
+    found.insert(found.end(), differences.begin(), differences.end());
   }
   out.buffers_reported = taken.size();
   const std::size_t matched = log.buffers.size() - unmatched.size();
