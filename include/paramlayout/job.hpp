@@ -11,6 +11,7 @@
 #include "paramlayout/error.hpp"
 #include "paramlayout/layout.hpp"
 #include "paramlayout/manifest.hpp"
+#include "paramlayout/model_buffer_options.hpp"
 #include "paramlayout/model.hpp"
 #include "paramlayout/model_chunk.hpp"
 #include "paramlayout/optimizer_state.hpp"
@@ -48,6 +49,7 @@ struct JobSpec {
   OptimizerOptions optimizer;  ///< what decides the optimizer state's bytes per element
   QuantizedParams quantized;   ///< fp8 / fp4 param storage
   ActivationOptions activations;  ///< what decides the activation memory estimate
+  ModelBufferOptions buffers;     ///< what decides the model's own persistent tensors
   Packer packer = Packer::megatron;
   bool pad_for_high_nccl_busbw = false;
   /// Bucketing: none without --overlap-grad-reduce; else --ddp-bucket-size, or the rank's

@@ -93,6 +93,9 @@ struct MoeSpec {
   /// output (pre_shared_expert_layernorm, post_ffn_layernorm, after the MLP): Megatron-Bridge's
   /// Gemma4MoELayer and Gemma4TransformerLayer.
   bool norms_apart = false;
+  /// The router keeps an expert bias (--moe-router-enable-expert-bias): registered buffers,
+  /// not params.
+  bool router_expert_bias = false;
 
   bool operator==(const MoeSpec&) const = default;
 };

@@ -67,6 +67,10 @@ std::optional<std::string> pipeline_problem(const ModelSpec& model, std::int64_t
 /// Why a rank's chunks of `model` would hold more than kMaxChunkParams params, if they would.
 std::optional<std::string> size_problem(const ModelSpec& model, const TensorSplit& split);
 
+/// The layers a chunk holds, in order: its decoder layers, then each multi-token prediction
+/// layer's (a hybrid model's holds every one of hybrid_mtp_layers).
+std::vector<LayerSpec> chunk_layers(const ModelSpec& model, const ChunkPlacement& placement);
+
 /// The params of one chunk. Tied embedding and output weights on different stages are
 /// separate copies marked `shared_embedding`, as are the embedding copies that
 /// multi-token prediction layers need. The model and split must be valid (model_problem,

@@ -11,6 +11,7 @@
 #include "arg_map.hpp"
 #include "model_args.hpp"
 #include "activation_args.hpp"
+#include "buffer_args.hpp"
 #include "quantized_params.hpp"
 
 namespace paramlayout {
@@ -467,6 +468,7 @@ Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
   if (!a.failed()) read_optimizer(a, job);
   if (!a.failed()) job::read_quantized_params(a, job);
   if (!a.failed()) job::read_activation_args(a, job);
+  if (!a.failed()) job::read_buffer_args(a, job, hf != nullptr);
   if (a.failed()) return a.error();
   job.ignored_arguments = a.unread();
   if (const std::vector<std::string> modelopt = a.modelopt_arguments(); !modelopt.empty()) {

@@ -102,10 +102,7 @@ struct ChunkBytes {
 ChunkBytes chunk_bytes(const JobSpec& job, const ChunkPlacement& c, const Shape& x) {
   const ModelSpec& m = job.model;
   const ActivationOptions& o = job.activations;
-  std::vector<LayerSpec> layers;
-  for (std::int64_t l : c.layers) layers.push_back(m.layers[static_cast<std::size_t>(l)]);
-  const std::int64_t offset = c.layers.empty() ? 0 : c.layers.front();
-  for (std::int64_t i : c.mtp_layers) layers.push_back(m.mtp_layer(i, offset));
+  const std::vector<LayerSpec> layers = chunk_layers(m, c);
   ChunkBytes out;
   const auto n = static_cast<std::int64_t>(layers.size());
   const std::int64_t group = std::max<std::int64_t>(1, o.recompute_num_layers);

@@ -18,6 +18,11 @@ const std::vector<MemoryTermInfo>& memory_terms() {
        "distributed/param_and_grad_buffer.py: _ParamAndGradBuffer", Exactness::exact},
       {"optimizer_state", "the optimizer's main params and state, this rank's shard",
        "optimizer/distrib_optimizer.py, optimizer/optimizer.py", Exactness::exact},
+      {"model_buffers",
+       "tensors the model's modules keep beside the params: rotary frequencies and cached "
+       "tables, the routers' registered buffers",
+       "models/common/embeddings/rotary_pos_embedding.py, transformer/moe/router.py",
+       Exactness::exact},
       {"decoder_layers", "the decoder layers' saved activations, every micro-batch in flight",
        "Korthikanti et al. 2022, Table 2; pipeline_parallel/schedules.py:953-965",
        Exactness::estimate},

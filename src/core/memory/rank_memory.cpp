@@ -1,4 +1,5 @@
 #include "paramlayout/rank_memory.hpp"
+#include "paramlayout/model_buffers.hpp"
 
 #include <fmt/format.h>
 
@@ -11,11 +12,12 @@
 namespace paramlayout {
 namespace {
 
-/// The persistent terms of a stage's bytes per rank, from its chunks' layouts.
-std::vector<MemoryTerm> persistent_terms(const BytesPerRank& b) {
+/// The persistent terms of a stage: its chunks' bytes per rank, and the model's own buffers.
+std::vector<MemoryTerm> persistent_terms(const BytesPerRank& b, MemoryTerm model_buffers) {
   return {{"param_buffers", b.params, Exactness::exact},
           {"grad_buffers", b.grads, Exactness::exact},
-          {"optimizer_state", b.optimizer, Exactness::exact}};
+          {"optimizer_state", b.optimizer, Exactness::exact},
+          std::move(model_buffers)};
 }
 
 struct Gpu {
@@ -68,7 +70,8 @@ Result<std::vector<RankMemory>> rank_memory(const JobSpec& job, const JobPlan& p
   for (StageActivations& a : *activations) {
     const std::optional<BytesPerRank> buffers = stage_memory(plan, a.stage);
     if (!buffers) return Error{fmt::format("stage {}: its bytes per rank are too large", a.stage)};
-    RankMemory m{a.stage, persistent_terms(*buffers), std::move(a), 0, 0, 0};
+    RankMemory m{a.stage, persistent_terms(*buffers, model_buffers(job, plan, a.stage)),
+                 std::move(a), 0, 0, 0};
     const std::optional<std::int64_t> persistent = total_bytes(m.persistent);
     const std::optional<std::int64_t> held = total_bytes(m.activations.terms);
     if (!persistent || !held || *held > std::numeric_limits<std::int64_t>::max() - *persistent) {

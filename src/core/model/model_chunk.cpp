@@ -155,6 +155,19 @@ std::optional<std::string> pipeline_problem(const ModelSpec& m, std::int64_t chu
   return std::nullopt;
 }
 
+std::vector<LayerSpec> chunk_layers(const ModelSpec& model, const ChunkPlacement& placement) {
+  std::vector<LayerSpec> layers;
+  for (std::int64_t l : placement.layers) layers.push_back(model.layers[static_cast<std::size_t>(l)]);
+  for (std::int64_t i : placement.mtp_layers) {
+    if (model.hybrid) {
+      layers.insert(layers.end(), model.hybrid_mtp_layers.begin(), model.hybrid_mtp_layers.end());
+    } else {
+      layers.push_back(model.mtp_layer(i, placement.layer_offset));
+    }
+  }
+  return layers;
+}
+
 ModelChunk build_chunk(const ModelSpec& model, const TensorSplit& split,
                        const ChunkPlacement& placement) {
   ModelChunk chunk;

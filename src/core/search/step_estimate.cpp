@@ -25,12 +25,8 @@ std::vector<LayerSpec> stage_layers(const JobSpec& job, const JobPlan& plan, std
   std::vector<LayerSpec> layers;
   for (const JobChunk& c : plan.chunks) {
     if (c.placement.stage != stage) continue;
-    for (std::int64_t l : c.placement.layers) {
-      layers.push_back(job.model.layers[static_cast<std::size_t>(l)]);
-    }
-    for (std::int64_t m : c.placement.mtp_layers) {
-      layers.push_back(job.model.mtp_layer(m, c.placement.layer_offset));
-    }
+    const std::vector<LayerSpec> chunk = chunk_layers(job.model, c.placement);
+    layers.insert(layers.end(), chunk.begin(), chunk.end());
   }
   return layers;
 }

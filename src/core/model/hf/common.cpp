@@ -137,7 +137,7 @@ void read_mtp_layers(Config& c, ModelSpec& m) {
                          : c.integer("num_nextn_predict_layers", 0, 0);
 }
 
-void note_expert_bias(const ModelSpec& m, Notes& notes, std::string_view name) {
+void note_expert_bias(ModelSpec& m, Notes& notes, std::string_view name) {
   std::int64_t layers = 0;
   for (const LayerSpec& l : m.layers) layers += l.mlp == Mlp::moe ? 1 : 0;
   // A hybrid model's MTP layers each hold all of its MTP layer specs; a GPT model's one each.
@@ -146,6 +146,7 @@ void note_expert_bias(const ModelSpec& m, Notes& notes, std::string_view name) {
     layers += l.mlp == Mlp::moe ? repeats : 0;
   }
   if (layers == 0) return;
+  m.moe.router_expert_bias = true;
   notes.push_back(fmt::format(
       "the router's expert bias ({}) is a buffer in Megatron-LM, not a param: {} checkpoint "
       "elements have no param",

@@ -49,8 +49,8 @@ void read_sparse_step_moe_layers(Config& c, ModelSpec& m);
 void read_mtp_layers(Config& c, ModelSpec& m);
 /// Notes that the router's expert bias (`e_score_correction_bias`, or the checkpoint's `name`
 /// for it) is a buffer in Megatron-LM, so its elements are in the checkpoint but not among the
-/// params.
-void note_expert_bias(const ModelSpec& m, Notes& notes,
+/// params; marks the model's routers as keeping it (Megatron-Bridge's providers enable it).
+void note_expert_bias(ModelSpec& m, Notes& notes,
                       std::string_view name = "e_score_correction_bias");
 
 // The architectures.
