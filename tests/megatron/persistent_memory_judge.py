@@ -85,6 +85,30 @@ CASES = [  # (name, world size, line)
     ("dp 2 without the distributed optimizer", 2, MODEL + ["--num-layers", "2", "--bf16"]),
     ("dp 2 float32", 2, MODEL + ["--num-layers", "2", "--use-distributed-optimizer"]),
     ("dp 2 float32 without the distributed optimizer", 2, MODEL + ["--num-layers", "2"]),
+    ("rope, rotary percent 0.5, pp 2 vp 2", 4, MODEL + [
+        "--num-layers", "4", "--position-embedding-type", "rope", "--rotary-percent", "0.5",
+        "--no-rope-fusion", "--pipeline-model-parallel-size", "2",
+        "--num-layers-per-virtual-pipeline-stage", "1"] + DISTRIBUTED),
+    ("yarn", 2, MODEL + ["--num-layers", "2", "--position-embedding-type", "yarn",
+                         "--yarn-original-max-position-embeddings", "64"] + DISTRIBUTED),
+    ("MoE, expert bias, global aux loss", 2, MODEL + [
+        "--num-layers", "2", "--position-embedding-type", "rope", "--no-rope-fusion",
+        "--num-experts", "4", "--moe-router-enable-expert-bias",
+        "--moe-router-score-function", "sigmoid",
+        "--moe-router-load-balancing-type", "global_aux_loss", "--moe-aux-loss-coeff", "0.01"]
+     + DISTRIBUTED),
+    ("MoE, quantile balancing, float32", 2, MODEL + [
+        "--num-layers", "2", "--num-experts", "4",
+        "--moe-router-load-balancing-type", "quantile_balancing",
+        "--use-distributed-optimizer"]),
+    ("MLA, yarn with rope fusion", 2, MODEL + [
+        "--num-layers", "2", "--position-embedding-type", "rope", "--multi-latent-attention",
+        "--q-lora-rank", "32", "--kv-lora-rank", "16", "--qk-head-dim", "16",
+        "--qk-pos-emb-head-dim", "8", "--v-head-dim", "16"] + DISTRIBUTED),
+    ("MLA, rope", 2, MODEL + [
+        "--num-layers", "2", "--position-embedding-type", "rope", "--multi-latent-attention",
+        "--rope-type", "rope", "--no-rope-fusion", "--kv-lora-rank", "16", "--qk-head-dim",
+        "16", "--qk-pos-emb-head-dim", "8", "--v-head-dim", "16"] + DISTRIBUTED),
 ]
 
 
@@ -206,6 +230,63 @@ def count_rank(chunks, optimizer):
     return per_chunk
 
 
+def model_buffer_bytes(chunks, args):
+    """The chunks' model_buffers as they stand after a forward: every registered buffer, each
+    rotary embedding's inv_freq (and yarn's inv_freq_extra, inv_freq_inter), and the tables
+    each class's lru-cached forward keeps. The calls a first forward makes are made here, with
+    the arguments the forward passes: TopKRouter._maintain_float32_expert_bias (router.py:855);
+    the model's rotary embedding as gpt_model.py:412-419 calls it; each attention layer's as
+    multi_latent_attention.py:704-720 (get_cached_cos_sin for fused yarn) and dsa.py:1261-1264
+    call theirs."""
+    import torch
+    from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
+    from megatron.core.models.common.embeddings.yarn_rotary_pos_embedding import (
+        YarnRotaryEmbedding)
+    from megatron.core.transformer.moe.router import TopKRouter
+    dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else torch.float32
+    seq = args.seq_length
+    tables = {RotaryEmbedding: [], YarnRotaryEmbedding: []}
+    seen, total = set(), 0
+    for cls in tables:
+        cls.forward.cache_clear()  # a previous build's tables
+
+    def count(t):
+        nonlocal total
+        if isinstance(t, torch.Tensor) and storage(t) not in seen:
+            seen.add(storage(t))
+            total += t.untyped_storage().nbytes()
+
+    for ddp in chunks:
+        model = ddp.module.module if hasattr(ddp.module, "module") else ddp.module
+        for name, m in model.named_modules():
+            if isinstance(m, TopKRouter):
+                m._maintain_float32_expert_bias()
+            if not isinstance(m, RotaryEmbedding):
+                continue
+            cls = YarnRotaryEmbedding if isinstance(m, YarnRotaryEmbedding) else RotaryEmbedding
+            if name == "rotary_pos_emb":  # the model's own
+                out = m(seq, packed_seq=False, cp_group=None)
+            elif cls is YarnRotaryEmbedding and args.apply_rope_fusion and \
+                    name.endswith("self_attention.rotary_pos_emb"):
+                misses = cls.forward.cache_info().misses
+                m.get_cached_cos_sin(seq, dtype=dtype, packed_seq=False)
+                # The table _set_cos_sin_cache's forward cached, if it ran: the same call hits.
+                out = (m.forward(seq, 0, packed_seq=False, cp_group=None)
+                       if cls.forward.cache_info().misses > misses else None)
+            else:
+                out = m(seq, packed_seq=False)
+            if out is not None:
+                tables[cls].append(out[0] if isinstance(out, tuple) else out)
+            for attr in ("inv_freq", "inv_freq_extra", "inv_freq_inter"):
+                count(getattr(m, attr, None))
+        for _, b in model.named_buffers():
+            count(b)
+    for cls, kept in tables.items():
+        for t in kept[len(kept) - cls.forward.cache_info().currsize:] if kept else []:
+            count(t)
+    return total
+
+
 def build_rank(args, stage, dp_rank):
     """The stage's chunks and optimizer at its DP_RANK-th data-parallel rank."""
     import torch
@@ -228,7 +309,8 @@ def build_rank(args, stage, dp_rank):
         for opt in leaves(optimizer):
             if opt.init_state_fn is not None:  # as MegatronOptimizer calls it
                 opt.init_state_fn(opt.optimizer, opt.config)
-    return chunks, optimizer
+        buffers = model_buffer_bytes(chunks, args)
+    return chunks, optimizer, buffers
 
 
 def megatron_stages(line, world):
@@ -241,8 +323,11 @@ def megatron_stages(line, world):
     for stage in range(args.pipeline_model_parallel_size):
         ranks = []
         for r in range(dp):
-            chunks, optimizer = build_rank(args, stage, r)
-            ranks.append(count_rank(chunks, optimizer))
+            chunks, optimizer, buffers = build_rank(args, stage, r)
+            counts = count_rank(chunks, optimizer)
+            for c, chunk in enumerate(counts):
+                chunk["buffers"] = buffers if c == 0 else 0
+            ranks.append(counts)
         stages.append(ranks)
     return stages
 
@@ -257,12 +342,14 @@ def judge_case(binary, name, world, line):
         return lines + [f"  stages: paramlayout {len(ours)}, Megatron-LM {len(theirs)}"], False
     for s, (mine, ranks) in enumerate(zip(ours, theirs)):
         totals = [{k: sum(c[k] for c in chunks) for k in ("params", "own", "grads", "main",
-                                                          "state")} for chunks in ranks]
+                                                          "state", "buffers")}
+                  for chunks in ranks]
         optimizer = [t["main"] + t["state"] for t in totals]
         heaviest = max(range(len(ranks)), key=lambda r: optimizer[r])
-        same_buffers = len({(t["params"], t["grads"]) for t in totals}) == 1
+        same_buffers = len({(t["params"], t["grads"], t["buffers"]) for t in totals}) == 1
         megatron = {"param_buffers": totals[0]["params"], "grad_buffers": totals[0]["grads"],
-                    "optimizer_state": optimizer[heaviest]}
+                    "optimizer_state": optimizer[heaviest],
+                    "model_buffers": totals[0]["buffers"]}
         chunks_agree = all(chunk_figures(ranks, c) == our_chunks.get((s, c))
                            for c in range(len(ranks[0])))
         agree = same_buffers and chunks_agree and all(mine[k] == megatron[k] for k in megatron)
@@ -272,7 +359,8 @@ def judge_case(binary, name, world, line):
             f"{mine['grad_buffers']} optimizer {mine['optimizer_state']}; Megatron-LM params "
             f"{megatron['param_buffers']} grads {megatron['grad_buffers']} optimizer "
             f"{megatron['optimizer_state']} (dp rank {heaviest}; main params "
-            f"{totals[heaviest]['main']} + state {totals[heaviest]['state']}): "
+            f"{totals[heaviest]['main']} + state {totals[heaviest]['state']}); model buffers "
+            f"paramlayout {mine.get('model_buffers')}, Megatron-LM {megatron['model_buffers']}: "
             f"{'agree' if agree else 'DIFFER'}")
         if totals[0]["own"]:
             lines.append(f"    of Megatron-LM's params, {totals[0]['own']} B are params in no "
