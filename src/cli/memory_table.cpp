@@ -56,7 +56,8 @@ void print_memory_table(std::FILE* out, const std::string& inputs,
                         const std::vector<RankMemory>& stages,
                         const std::optional<GpuBudget>& gpu, std::int64_t headroom) {
   const bool estimated = !stages.empty() && stages.front().has_activations();
-  fmt::print(out, "\n  memory per rank: persistent exact (DDP's buffers, optimizer state), ");
+  fmt::print(out, "\n  memory per rank: persistent exact (DDP's buffers, optimizer state, "
+                  "model buffers), ");
   if (estimated) {
     fmt::print(out, "activations and peak estimated\n    for {}\n", inputs);
   } else {

@@ -131,10 +131,27 @@ TEST_CASE("the persistent terms are the stage's buffers and optimizer state, exa
     CHECK(term(m, "param_buffers") == b.params);
     CHECK(term(m, "grad_buffers") == b.grads);
     CHECK(term(m, "optimizer_state") == b.optimizer);
+    CHECK(term(m, "model_buffers") == 0);  // learned positions, no routers
     CHECK(m.persistent_bytes == b.total());
     for (const MemoryTerm& t : m.persistent) CHECK(t.exactness == Exactness::exact);
     for (const MemoryTerm& t : m.activations.terms) CHECK(t.exactness == Exactness::estimate);
   }
+}
+
+TEST_CASE("model buffers: rotary frequencies and table, the routers' expert bias, by hand") {
+  // Head dim 64 / 4 = 16, turned at 50%: d = 8, inv_freq 4 fp32 (16 B), the forward's table
+  // [128, 1, 1, 8] fp32 (4096 B); two MoE routers of 4 experts, each an fp32 expert_bias and
+  // a local_tokens_per_expert Float16Module made bf16 (24 B).
+  const Args rope = gpt(2) + Args{"--position-embedding-type", "rope", "--rotary-percent", "0.5",
+                                  "--bf16"};
+  CHECK(term(memory(rope, 1)[0], "model_buffers") == 16 + 4096);
+  const Args moe = rope + Args{"--num-experts", "4", "--moe-router-enable-expert-bias"};
+  CHECK(term(memory(moe, 1)[0], "model_buffers") == 16 + 4096 + 2 * 24);
+  // Context parallel 2: the table is this rank's half of the sequence.
+  CHECK(term(memory(rope + Args{"--context-parallel-size", "2"}, 2)[0], "model_buffers") ==
+        16 + 2048);
+  // Learned positions and no routers: nothing.
+  CHECK(term(memory(gpt(2), 1)[0], "model_buffers") == 0);
 }
 
 TEST_CASE("without --seq-length there is no activation estimate") {
