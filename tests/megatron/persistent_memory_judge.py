@@ -4,8 +4,8 @@
     persistent_memory_judge.py BINARY
 
 For each small GPT launch line below, `paramlayout job` plans the job and records, per
-pipeline stage, `memory.stages[i].persistent`: param_buffers, grad_buffers and
-optimizer_state, bytes per rank (the optimizer's figure for the heaviest data-parallel rank:
+pipeline stage, `memory.stages[i].persistent`: param_buffers, grad_buffers,
+optimizer_state and model_buffers, bytes per rank (the optimizer's figure for the heaviest data-parallel rank:
 job/optimizer_charge.cpp, docs/cli.md "Optimizer state"). Megatron-LM then reads the same line
 itself (parse_args, validate_args: megatron_runtime.read_arguments) and, for every pipeline
 stage and every data-parallel rank of it, over torch's fake process group at that global rank
@@ -30,7 +30,9 @@ Then every tensor is counted, by storage (two views of one storage count once):
   fp32_from_float16_groups and fp32_from_fp32_groups; FP32Optimizer's param groups; float32
   params' entries are views of the model's, so they count nothing) and the inner optimizer's
   state tensors.
-paramlayout's three figures for a stage must equal Megatron-LM's: the buffers at any rank
+- model_buffers: model_buffer_bytes (its docstring), the tensors the model's modules keep
+  beside the params after a first forward.
+paramlayout's four figures for a stage must equal Megatron-LM's: the buffers at any rank
 (the judge checks that they are the same at all), the optimizer state at the heaviest rank;
 every rank's optimizer bytes are printed. Each chunk's bytes_per_rank is held to the chunk's
 counts the same way (its optimizer bytes at its own heaviest rank). Where a figure differs,
