@@ -4,8 +4,8 @@
     persistent_memory_judge.py BINARY
 
 For each small GPT launch line below, `paramlayout job` plans the job and records, per
-pipeline stage, `memory.stages[i].persistent`: param_buffers, grad_buffers,
-optimizer_state and model_buffers, bytes per rank (the optimizer's figure for the heaviest data-parallel rank:
+pipeline stage, `memory.stages[i].persistent`: param_buffers, grad_buffers, optimizer_state
+and model_buffers, bytes per rank (the optimizer's figure for the heaviest data-parallel rank:
 job/optimizer_charge.cpp, docs/cli.md "Optimizer state"). Megatron-LM then reads the same line
 itself (parse_args, validate_args: megatron_runtime.read_arguments) and, for every pipeline
 stage and every data-parallel rank of it, over torch's fake process group at that global rank
