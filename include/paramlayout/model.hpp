@@ -48,6 +48,9 @@ struct LayerSpec {
   /// does with the model's `softmax_offset`.
   bool softmax_offset = false;
 
+  /// Whether the layer has self-attention (alone or beside a Mamba mixer).
+  bool attends() const { return mixer == Mixer::attention || mixer == Mixer::mamba_and_attention; }
+
   bool operator==(const LayerSpec&) const = default;
 };
 

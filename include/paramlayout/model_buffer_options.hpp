@@ -24,9 +24,9 @@ struct ModelBufferOptions {
   RotaryKind mla_rotary = RotaryKind::yarn;
   /// apply_rope_fusion as validate_args leaves it (--no-rope-fusion; off unless rope).
   bool rope_fusion = false;
-  /// original_max_position_embeddings of the model's (yarn_) or the layers' yarn.
+  /// The model's yarn's original_max_position_embeddings
+  /// (--yarn-original-max-position-embeddings).
   std::int64_t yarn_original_max_positions = 4096;
-  std::int64_t mla_original_max_positions = 4096;
   bool router_global_aux_loss = false;     ///< global_aux_loss with a coefficient > 0
   bool router_quantile_balancing = false;  ///< --moe-router-load-balancing-type quantile_balancing
 

@@ -1,4 +1,5 @@
 #include "buffer_args.hpp"
+#include "model_args.hpp"
 
 #include <fmt/format.h>
 
@@ -52,8 +53,7 @@ void read_buffer_args(ArgMap& a, JobSpec& job, bool hf) {
   if (hf) {
     if (job.model.position_embedding != PositionEmbedding::rope) type = "none";
   } else {
-    type = a.string("--position-embedding-type").value_or("learned_absolute");
-    if (a.flag("--use-rotary-position-embeddings")) type = "rope";
+    type = position_embedding_type(a);
   }
   o.rotary = rotary_kind(type);
   o.rotary_percent = real(a, "--rotary-percent", 1.0);
@@ -64,8 +64,7 @@ void read_buffer_args(ArgMap& a, JobSpec& job, bool hf) {
   // arguments.py:1628-1629: rope fusion only with rope positions; a Hugging Face model's
   // config (Megatron-Bridge's) keeps TransformerConfig's default, off.
   o.rope_fusion = !hf && !a.flag("--no-rope-fusion") && type == "rope";
-  // argument_utils.py:408; MLATransformerConfig's original_max_position_embeddings has no
-  // argument (transformer_config.py:3318).
+  // argument_utils.py:408.
   o.yarn_original_max_positions =
       a.integer("--yarn-original-max-position-embeddings", 4096, 1, std::int64_t{1} << 30);
   if (a.flag("--moe-router-enable-expert-bias")) job.model.moe.router_expert_bias = true;

@@ -273,9 +273,7 @@ void read_linear_attention(ArgMap& a, ModelSpec& m) {
 }
 
 void read_positions(ArgMap& a, ModelSpec& m) {
-  std::string type = a.string("--position-embedding-type").value_or("learned_absolute");
-  if (a.flag("--use-rotary-position-embeddings")) type = "rope";
-  if (a.flag("--no-position-embedding") && type != "rope") type = "none";
+  const std::string type = position_embedding_type(a);
   if (type == "learned_absolute") {
     m.position_embedding = PositionEmbedding::learned_absolute;
     m.max_position_embeddings = a.integer("--max-position-embeddings", 0, 1, kMaxSize);
@@ -292,6 +290,13 @@ void read_positions(ArgMap& a, ModelSpec& m) {
 }
 
 }  // namespace
+
+std::string position_embedding_type(ArgMap& a) {
+  std::string type = a.string("--position-embedding-type").value_or("learned_absolute");
+  if (a.flag("--use-rotary-position-embeddings")) type = "rope";
+  if (a.flag("--no-position-embedding") && type != "rope") type = "none";
+  return type;
+}
 
 std::vector<std::int64_t> parse_layer_list(const std::string& text, std::string& error) {
   return ListParser(text).parse(error);

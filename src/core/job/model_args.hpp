@@ -26,6 +26,11 @@ void check_model_args_agree(ArgMap& args, const ModelSpec& model);
 /// multi-token prediction layers, grouped expert GEMMs, attention sinks.
 void read_build_args(ArgMap& args, ModelSpec& model, std::vector<std::string>& notes);
 
+/// --position-embedding-type as Megatron-LM settles it: rope with
+/// --use-rotary-position-embeddings (arguments.py:1626-1627), none with --no-position-embedding
+/// unless rope.
+std::string position_embedding_type(ArgMap& args);
+
 /// A `--moe-layer-freq` or `--linear-attention-freq` list as Megatron-LM evaluates it:
 /// "[1,0,1]", "([0]*3+[1]*58)". Empty with `error` set when it is not such a list.
 std::vector<std::int64_t> parse_layer_list(const std::string& text, std::string& error);

@@ -63,7 +63,7 @@ double layer_bytes(const ModelSpec& m, const LayerSpec& layer, const Shape& x,
                    const ActivationOptions& o) {
   const double sb = x.s * x.b;
   double bytes = x.replicated(4 * sb * x.h);  // the two norms' inputs
-  if (layer.mixer == Mixer::attention || layer.mixer == Mixer::mamba_and_attention) {
+  if (layer.attends()) {
     bytes += attention_bytes(m, layer, x, o);
   }
   const bool mlp_recomputed = o.recompute == Recompute::selective && o.recompute_mlp;

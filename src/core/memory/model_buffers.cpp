@@ -15,6 +15,9 @@ constexpr std::int64_t kFp32 = 4;
 /// its own, shared by every instance of the class (rotary_pos_embedding.py:177,
 /// yarn_rotary_pos_embedding.py:159): it keeps the table each returned.
 constexpr std::size_t kCachedTables = 32;
+/// MLATransformerConfig's original_max_position_embeddings, which no argument sets
+/// (transformer_config.py:3318).
+constexpr std::int64_t kMlaOriginalMaxPositions = 4096;
 
 /// What a rank's buffers scale with.
 struct Context {
@@ -94,10 +97,6 @@ std::int64_t router_bytes(const JobSpec& job, const Context& x) {
   return bytes;
 }
 
-bool has_attention(const LayerSpec& layer) {
-  return layer.mixer == Mixer::attention || layer.mixer == Mixer::mamba_and_attention;
-}
-
 /// The rotary embeddings one chunk builds.
 std::vector<Rotary> chunk_rotaries(const JobSpec& job, const std::vector<LayerSpec>& layers) {
   const ModelSpec& m = job.model;
@@ -112,14 +111,16 @@ std::vector<Rotary> chunk_rotaries(const JobSpec& job, const std::vector<LayerSp
   if (!mla) return out;
   const bool yarn = o.mla_rotary == RotaryKind::yarn;
   const Rotary layer_rotary{o.mla_rotary, m.mla->qk_pos_emb_head_dim,
-                            yarn ? 1.0 : o.rotary_percent, o.mla_original_max_positions,
+                            yarn ? 1.0 : o.rotary_percent, kMlaOriginalMaxPositions,
                             yarn && o.rope_fusion};
   for (const LayerSpec& l : layers) {
-    if (!has_attention(l)) continue;
+    if (!l.attends()) continue;
     out.push_back(layer_rotary);
-    if (m.dsa && !l.shares_topk) out.push_back({layer_rotary.kind, layer_rotary.kv_channels,
-                                                layer_rotary.percent,
-                                                layer_rotary.original_max_positions, false});
+    if (m.dsa && !l.shares_topk) {  // the indexer's: never fused
+      Rotary indexer = layer_rotary;
+      indexer.fused_cos_sin = false;
+      out.push_back(indexer);
+    }
   }
   return out;
 }

@@ -126,8 +126,7 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
       if ((p = size("num_attention_heads", heads)) || (p = size("kv_channels", l.kv_channels, 0))) {
         return p;
       }
-      const bool attends = l.mixer == Mixer::attention || l.mixer == Mixer::mamba_and_attention;
-      if (!m.mla && attends && (groups < 1 || heads % groups != 0)) {
+      if (!m.mla && l.attends() && (groups < 1 || heads % groups != 0)) {
         return fmt::format("num_attention_heads {} is not divisible by num_query_groups {}", heads,
                            groups);
       }

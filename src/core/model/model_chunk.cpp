@@ -32,13 +32,12 @@ std::optional<std::string> attention_split_problem(const ModelSpec& m, const Ten
   std::vector<LayerSpec> all = m.layers;
   for (const LayerSpec& l : m.mtp_layer_specs()) all.push_back(l);
   for (const LayerSpec& l : all) {
-    const bool attends = l.mixer == Mixer::attention || l.mixer == Mixer::mamba_and_attention;
-    if (attends && !divides(s.tp, m.attention_heads(l))) {
+    if (l.attends() && !divides(s.tp, m.attention_heads(l))) {
       return fmt::format("tp {} does not divide the {} attention heads", s.tp,
                          m.attention_heads(l));
     }
     const std::int64_t groups = m.query_groups(l);
-    if (attends && !divides(s.tp, groups) && !divides(groups, s.tp)) {
+    if (l.attends() && !divides(s.tp, groups) && !divides(groups, s.tp)) {
       return fmt::format("tp {} is neither a multiple nor a divisor of the {} key/value heads",
                          s.tp, groups);
     }
@@ -157,7 +156,9 @@ std::optional<std::string> pipeline_problem(const ModelSpec& m, std::int64_t chu
 
 std::vector<LayerSpec> chunk_layers(const ModelSpec& model, const ChunkPlacement& placement) {
   std::vector<LayerSpec> layers;
-  for (std::int64_t l : placement.layers) layers.push_back(model.layers[static_cast<std::size_t>(l)]);
+  for (std::int64_t l : placement.layers) {
+    layers.push_back(model.layers[static_cast<std::size_t>(l)]);
+  }
   for (std::int64_t i : placement.mtp_layers) {
     if (model.hybrid) {
       layers.insert(layers.end(), model.hybrid_mtp_layers.begin(), model.hybrid_mtp_layers.end());

@@ -31,10 +31,6 @@ std::vector<LayerSpec> stage_layers(const JobSpec& job, const JobPlan& plan, std
   return layers;
 }
 
-bool has_attention(const LayerSpec& layer) {
-  return layer.mixer == Mixer::attention || layer.mixer == Mixer::mamba_and_attention;
-}
-
 /// Elements of one attention layer's K and V per token on one tensor-parallel rank, as
 /// context parallelism's ring passes them.
 double kv_elements(const JobSpec& job, const LayerSpec& layer) {
@@ -131,7 +127,7 @@ Result<StepEstimate> estimate_step(const JobSpec& job, const JobPlan& plan,
       const double blocks = (layer.mixer != Mixer::none ? 1 : 0) +
                             (layer.mlp == Mlp::dense || layer.mlp == Mlp::linear ? 1 : 0);
       tensor += ring_bytes(hidden, p.tp, 2 * blocks * (forwards + 1));
-      if (has_attention(layer)) {
+      if (layer.attends()) {
         // Ring attention (--cp-comm-type p2p, arguments.py:3221): forward passes each K, V
         // block cp - 1 times; backward passes K, V and their grads.
         const double kv = kv_elements(job, layer) * tokens * act_bytes;
