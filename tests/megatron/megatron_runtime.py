@@ -19,9 +19,12 @@ Nothing here re-implements Megatron-LM. What needs a GPU to answer is patched, a
   and not materialized afterwards (`to_empty_if_meta_device` would allocate on the GPU).
 """
 import contextlib
+import io
 import os
 import sys
 import warnings
+
+import refusal_reasons
 
 
 def put_upstream_on_path():
@@ -105,7 +108,12 @@ def patch_gpu_queries():
 
 
 class ArgumentsRefused(Exception):
-    """Megatron-LM's parse_args or validate_args (or its model builders) refused the line."""
+    """Megatron-LM's parse_args or validate_args (or its model builders) refused the line;
+    `names`: the argument dests its reason names (refusal_reasons.py)."""
+
+    def __init__(self, message, names=frozenset()):
+        super().__init__(message)
+        self.names = frozenset(names)
 
 
 class OutOfReach(Exception):
@@ -137,6 +145,23 @@ def megatron_line(line):
     return line
 
 
+@contextlib.contextmanager
+def _learning_options():
+    """Megatron-LM's parser, once, taught to refusal_reasons as it parses."""
+    import argparse
+    original = argparse.ArgumentParser.parse_args
+
+    def parse(self, *args, **kwargs):
+        refusal_reasons.learn_options(self)
+        return original(self, *args, **kwargs)
+
+    argparse.ArgumentParser.parse_args = parse
+    try:
+        yield
+    finally:
+        argparse.ArgumentParser.parse_args = original
+
+
 def read_arguments(argv, world_size, hf_config=None):
     """Megatron-LM's own parse_args and validate_args on ARGV at WORLD_SIZE; the tokenizer's
     vocab padding as build_tokenizer does it (--vocab-size is taken as the tokenizer's size)."""
@@ -150,16 +175,21 @@ def read_arguments(argv, world_size, hf_config=None):
     os.environ["LOCAL_RANK"] = "0"
     saved = sys.argv
     sys.argv = ["pretrain_gpt.py"] + list(argv)
+    parser_error = io.StringIO()
     try:
-        args = arguments.parse_args()
+        with contextlib.redirect_stderr(parser_error), _learning_options():
+            args = arguments.parse_args()
         arguments.validate_args(args, {"tokenizer_type": "GPT2BPETokenizer"})
     except SystemExit as e:
-        raise ArgumentsRefused(f"parse_args exited ({e.code})") from None
+        printed = parser_error.getvalue().strip()
+        sys.stderr.write(printed + "\n")
+        raise ArgumentsRefused(f"parse_args exited ({e.code}): {printed.splitlines()[-1:]}",
+                               refusal_reasons.names_in_text(printed)) from None
     except (AssertionError, ValueError, TypeError, RuntimeError, KeyError) as e:
         if os.environ.get("REAL_MODEL_DEBUG"):
             import traceback
             traceback.print_exc()
-        raise ArgumentsRefused(f"{type(e).__name__}: {e}") from None
+        raise refusal(e) from None
     finally:
         sys.argv = saved
     if getattr(args, "padded_vocab_size", None) is None and getattr(args, "vocab_size", None):
@@ -349,8 +379,9 @@ class Stage:
                 full_param_layout=full_param_layout)
 
 
-def _refusal(e):
-    return ArgumentsRefused(f"{type(e).__name__}: {e}")
+def refusal(e):
+    """ArgumentsRefused for Megatron-LM's exception E, with the arguments its reason names."""
+    return ArgumentsRefused(f"{type(e).__name__}: {e}", refusal_reasons.megatron_subjects(e))
 
 
 _WRAPPING = None
@@ -389,5 +420,5 @@ def build_job(args):
             if os.environ.get("REAL_MODEL_DEBUG"):
                 import traceback
                 traceback.print_exc()
-            raise _refusal(e) from None
+            raise refusal(e) from None
         yield Stage(stage, chunks, wrapping.calls[-1])

@@ -85,6 +85,8 @@ CASES = [  # (name, world size, line)
     ("tp 2 dp 2", 4, MODEL + ["--num-layers", "2", "--tensor-model-parallel-size", "2"]
      + DISTRIBUTED),
     ("dp 2 without the distributed optimizer", 2, MODEL + ["--num-layers", "2", "--bf16"]),
+    ("dp 2 overlapped param gather", 2, MODEL + [
+        "--num-layers", "2", "--overlap-grad-reduce", "--overlap-param-gather"] + DISTRIBUTED),
     ("dp 2 float32", 2, MODEL + ["--num-layers", "2", "--use-distributed-optimizer"]),
     ("dp 2 float32 without the distributed optimizer", 2, MODEL + ["--num-layers", "2"]),
     ("rope, rotary percent 0.5, pp 2 vp 2", 4, MODEL + [

@@ -2,7 +2,8 @@
 """paramlayout with planted differences, for checking that the real-model judge sees them:
 runs the real binary (first argument), then, in the `job -o DIR` output, makes the first
 param of the first manifest float32 and moves the first param of the last layout's first
-buffer to the next param index. The judge must report both and exit 1."""
+buffer to the next param index; where the binary refuses the line, its reason is replaced by
+one about another argument. The judge must report each and exit 1."""
 import glob
 import json
 import subprocess
@@ -11,7 +12,14 @@ import sys
 
 def main():
     binary, args = sys.argv[1], sys.argv[2:]
-    rc = subprocess.run([binary] + args).returncode
+    result = subprocess.run([binary] + args, stderr=subprocess.PIPE, text=True)
+    rc = result.returncode
+    if rc != 2:
+        sys.stderr.write(result.stderr)
+    else:
+        print("paramlayout: error: --seq-length (planted) must be a multiple of 7",
+              file=sys.stderr)
+        return rc
     out = args[args.index("-o") + 1]
     manifest = sorted(glob.glob(f"{out}/stage*.manifest.json"))[0]
     data = json.load(open(manifest))

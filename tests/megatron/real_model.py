@@ -32,6 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent / "python"))
+import refusal_reasons  # noqa: E402
 
 # Arguments Megatron-LM requires to start but that build nothing: added to the line, for both
 # sides, only when the line does not give them.
@@ -145,7 +146,7 @@ def _judge_line(opts, line, runtime):
                 try:
                     build = bridge_model.bridge_model_provider(args, provider, line)
                 except (AssertionError, ValueError) as e:
-                    raise runtime.ArgumentsRefused(f"{type(e).__name__}: {e}") from None
+                    raise runtime.refusal(e) from None
                 runtime.use_bridge(build)
             if our_rc == 2:
                 total = sum(len(stage.chunks) for stage in runtime.build_job(args))
@@ -154,8 +155,8 @@ def _judge_line(opts, line, runtime):
             diffs, identical, total = judge(runtime.build_job(args), Path(tmp), opts)
         except runtime.ArgumentsRefused as e:
             if our_rc == 2:
-                return 2, [f"both refuse the line: Megatron-LM: {e}; paramlayout: {our_message}",
-                           count(0, 0)]
+                agree, text = refusal_reasons.compare(str(e), e.names, our_message)
+                return (2 if agree else 1), [text, count(0, 0)]
             return 1, [f"Megatron-LM refuses the line ({e}); paramlayout accepts it", count(0, 0)]
         except runtime.OutOfReach as e:
             return 3, [f"out of the judge's reach: {e}", count(0, 0)]

@@ -260,6 +260,7 @@ def config_cases(splits=("1",)):
 # The line whose start-up log the judge changes (real_model.LOG_MUTATIONS): virtual chunks,
 # a first chunk of several buckets, padded.
 LOG_MUTATION_CASE = SAMPLE[3]
+REFUSED_CASE = next(case for case in SAMPLE if case[2] == 2)
 
 
 # A search's space for the judge: a small MoE with MTP on 8 GPUs; `paramlayout search` varies

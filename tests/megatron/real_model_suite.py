@@ -107,6 +107,9 @@ def main():
         # tampered with (planted_paramlayout.py), must give exit 1.
         world, line, _ = cases.SAMPLE[0]
         chosen.append((world, line, 1, True, "planted"))
+        # ... and a line both refuse, with paramlayout's reason changed to another argument's.
+        world, line, _ = cases.REFUSED_CASE
+        chosen.append((world, line, 1, True, "planted"))
         # `check --against-log` must name each change to a start-up log (LOG_MUTATIONS).
         world, line, _ = cases.LOG_MUTATION_CASE
         chosen.append((world, line, 0, True, "log-mutations"))

@@ -127,7 +127,9 @@ TEST_SUITE("job") {
     CHECK(job_error(small_model() + Args{"--tensor-model-parallel-size", "4"}, 6) ==
           "--world-size: 6 is not divisible by tp x pp x cp = 4 x 1 x 1 = 4");
     CHECK(job_error(moe + Args{"--expert-model-parallel-size", "3"}, 6) ==
-          "the model cannot be split: ep 3 does not divide the 8 experts");
+          "the model cannot be split (--tensor-model-parallel-size 1, "
+          "--expert-model-parallel-size 3, --expert-tensor-parallel-size 1): ep 3 does not "
+          "divide the 8 experts");
   }
 
   TEST_CASE("precision and optimizer: the grads' dtype, the strategy, the buckets") {

@@ -19,6 +19,29 @@ std::string chunk_name(const JobSpec& job, const ChunkPlacement& p) {
   return fmt::format("{}-stage{}-chunk{}", job.model_name, p.stage, p.chunk);
 }
 
+/// The launch's arguments a refused tensor or expert split is made of, as the line names them.
+std::string split_arguments(const ParallelConfig& p) {
+  return fmt::format("--tensor-model-parallel-size {}, --expert-model-parallel-size {}, "
+                     "--expert-tensor-parallel-size {}",
+                     p.tp, p.ep, p.etp);
+}
+
+/// The launch's arguments a refused pipeline split is made of, as the line names them.
+std::string pipeline_arguments(const PipelineConfig& c) {
+  std::string out =
+      fmt::format("--num-layers {}, --pipeline-model-parallel-size {}", c.num_layers, c.pp);
+  if (c.vpp > 1) out += fmt::format(", {} virtual chunks per stage", c.vpp);
+  if (c.first_stage_layers) {
+    out += fmt::format(", --decoder-first-pipeline-num-layers {}", *c.first_stage_layers);
+  }
+  if (c.last_stage_layers) {
+    out += fmt::format(", --decoder-last-pipeline-num-layers {}", *c.last_stage_layers);
+  }
+  if (c.account_for_embedding) out += ", --account-for-embedding-in-pipeline-split";
+  if (c.account_for_loss) out += ", --account-for-loss-in-pipeline-split";
+  return out;
+}
+
 }  // namespace
 
 std::string chunk_file_stem(const ChunkPlacement& chunk) {
@@ -56,12 +79,17 @@ PlanOptions job_plan_options(const JobSpec& job, const ChunkPlacement& chunk,
 Result<JobPlan> plan_job(const JobSpec& job, JobPlanUse use) {
   const TensorSplit split{job.parallel.tp, job.parallel.ep, job.parallel.etp};
   if (std::optional<std::string> problem = split_problem(job.model, split)) {
-    return Error{"the model cannot be split: " + *problem};
+    return Error{fmt::format("the model cannot be split ({}): {}", split_arguments(job.parallel),
+                             *problem)};
   }
   if (std::optional<std::string> problem = size_problem(job.model, split)) {
     return Error{"the model: " + *problem};
   }
   Result<std::vector<ChunkPlacement>> placements = place_layers(job.pipeline);
+  if (!placements && job.pipeline.layout.empty() && job.pipeline.hybrid_stage_layers.empty()) {
+    return Error{fmt::format("the layers cannot be split over the pipeline ({}): {}",
+                             pipeline_arguments(job.pipeline), placements.error().message)};
+  }
   if (!placements) return placements.error();
   if (std::optional<std::string> problem =
           pipeline_problem(job.model, static_cast<std::int64_t>(placements->size()))) {
