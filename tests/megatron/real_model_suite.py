@@ -125,6 +125,7 @@ def main():
         splits = tuple(opts.configs.split(","))
         chosen += [(w, line, rc, False, c) for w, line, rc, c in cases.config_cases(splits)]
     as_expected = identical = total = 0
+    refusals = uncompared = 0
     started = time.monotonic()
     planted = write_planted_binary(opts.binary)
     for n, (world, line, expected, strict, config) in enumerate(chosen, 1):
@@ -147,6 +148,9 @@ def main():
                 traceback.print_exc()
             rc, lines = 1, [f"judge error: {type(e).__name__}: {e}", "real-model: 0/0 chunks "
                             "identical"]
+        if rc == 2:
+            refusals += 1
+            uncompared += "not compared" in lines[0]
         p, t = (int(x) for x in lines[-1].split()[1].split("/"))
         if binary == opts.binary:  # the planted line's chunks are not counted
             identical, total = identical + p, total + t
@@ -164,7 +168,9 @@ def main():
                 print(f"    {text}")
             if rc == 1 and not lines[:-1]:
                 print("    " + "\n    ".join(log.getvalue().splitlines()[-15:]))
-    print(f"{time.monotonic() - started:.0f} s")
+    print(f"{time.monotonic() - started:.0f} s; {refusals} lines both refuse, "
+          f"{refusals - uncompared} of them for the same reason, {uncompared} whose "
+          "Megatron-LM reason names no argument")
     print(f"real-model suite: {as_expected}/{len(chosen)} lines as expected, "
           f"{identical}/{total} chunks identical")
     return 0 if as_expected == len(chosen) and chosen else 1

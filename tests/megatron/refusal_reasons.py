@@ -81,13 +81,46 @@ def raising_statement(error):
     return text
 
 
+@functools.lru_cache(maxsize=None)
+def config_fields():
+    """{TransformerConfig field: the argument dests it is set from}, for the fields
+    core_transformer_config_from_args sets by name (`kw_args['num_moe_experts'] =
+    args.num_experts`), read from that function's source."""
+    try:
+        from megatron.training import argument_utils
+        tree = ast.parse(open(argument_utils.__file__, encoding="utf-8").read())
+    except (ImportError, OSError, SyntaxError):
+        return {}
+    fields = {}
+    for function in ast.walk(tree):
+        if not (isinstance(function, ast.FunctionDef)
+                and function.name == "core_transformer_config_from_args"):
+            continue
+        for node in ast.walk(function):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            target = node.targets[0]
+            if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                    and target.value.id == "kw_args" and isinstance(target.slice, ast.Constant)):
+                continue
+            for part in ast.walk(node.value):
+                if isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) \
+                        and part.value.id == "args":
+                    fields.setdefault(target.slice.value, set()).add(part.attr)
+    return fields
+
+
 def megatron_subjects(error, parser_error=""):
     """The argument dests Megatron-LM's refusal ERROR is about (PARSER_ERROR: what argparse
-    printed when the parser exited)."""
+    printed when the parser exited); a TransformerConfig field stands for the arguments it is
+    set from."""
     statement = raising_statement(error)
-    return (names_in_text(f"{error}\n{parser_error}") | set(_ATTRIBUTE.findall(statement))
-            | {dest(flag) for flag in _FLAG.findall(statement)}
-            | set(_DEST.findall(_ATTRIBUTE.sub(" ", _FLAG.sub(" ", statement)))))
+    names = (names_in_text(f"{error}\n{parser_error}") | set(_ATTRIBUTE.findall(statement))
+             | {dest(flag) for flag in _FLAG.findall(statement)}
+             | set(_DEST.findall(_ATTRIBUTE.sub(" ", _FLAG.sub(" ", statement)))))
+    for name in list(names):
+        names |= config_fields().get(name, set())
+    return names
 
 
 def _same(a, b):

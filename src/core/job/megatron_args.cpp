@@ -415,6 +415,13 @@ void reject_what_megatron_builds_not(ArgMap& a, const JobSpec& job, bool from_li
                        "--expert-tensor-parallel-size 1",
                        job.parallel.etp));
   }
+  // megatron/core/transformer/moe/shared_experts.py:124, as the layer is built.
+  if (m.moe.shared_expert_size > 0 && m.add_bias_linear) {
+    a.fail("--moe-shared-expert-intermediate-size",
+           "builds shared experts, which Megatron-LM builds without biases only "
+           "(shared_experts.py: \"bias is not supported in the shared experts\"): give "
+           "--disable-bias-linear");
+  }
   if (!from_line) return;
   // Transformer Engine's grouped experts (TEGroupedMLP: --moe-grouped-gemm, and every hybrid
   // model's experts) with biases refuse bias-dropout fusion, which is on unless
@@ -458,9 +465,6 @@ Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
   job::read_build_args(a, job.model, job.notes);
   read_transformer_impl(a, job.model);
   if (a.failed()) return a.error();
-  if (std::optional<std::string> problem = model_problem(job.model)) {
-    return Error{"the model: " + *problem};
-  }
   read_parallel(a, job);
   if (!a.failed()) read_pipeline(a, job);
   if (!a.failed()) reject_what_megatron_builds_not(a, job, hf == nullptr);
@@ -470,6 +474,10 @@ Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
   if (!a.failed()) job::read_activation_args(a, job);
   if (!a.failed()) job::read_buffer_args(a, job, hf != nullptr);
   if (a.failed()) return a.error();
+  // After every argument is read, as Megatron-LM validates its arguments before it builds.
+  if (std::optional<std::string> problem = model_problem(job.model)) {
+    return Error{"the model: " + *problem};
+  }
   job.ignored_arguments = a.unread();
   if (const std::vector<std::string> modelopt = a.modelopt_arguments(); !modelopt.empty()) {
     job.notes.push_back(fmt::format("{} are ModelOpt's arguments: Megatron-LM's pretrain "
