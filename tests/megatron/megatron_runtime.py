@@ -230,13 +230,16 @@ def out_of_reach(args):
     return None
 
 
-def stage_rank(args, stage):
-    """The first global rank of pipeline stage STAGE ('tp-cp-ep-dp-pp' puts pp outermost;
-    'tp-cp-ep-pp-dp' puts it just inside dp)."""
+def stage_rank(args, stage, last=False):
+    """The first (LAST: the last) global rank of pipeline stage STAGE ('tp-cp-ep-dp-pp' puts
+    pp outermost; 'tp-cp-ep-pp-dp' puts it just inside dp)."""
     per_stage = args.world_size // args.pipeline_model_parallel_size
     if getattr(args, "use_tp_pp_dp_mapping", False):
-        return stage * args.tensor_model_parallel_size * args.context_parallel_size
-    return stage * per_stage
+        inner = args.tensor_model_parallel_size * args.context_parallel_size
+        first = stage * inner
+        return first + (inner - 1) + (per_stage // inner - 1) * inner * \
+            args.pipeline_model_parallel_size if last else first
+    return stage * per_stage + (per_stage - 1 if last else 0)
 
 
 def initialize_parallel(args, rank):
@@ -350,10 +353,11 @@ class Stage:
     """One pipeline stage as get_model built it: its DDP-wrapped chunks, while its process
     groups are the current ones."""
 
-    def __init__(self, stage, chunks, record):
+    def __init__(self, stage, chunks, record, rank):
         self.stage = stage
         self.chunks = chunks
         self.record = record
+        self.rank = rank  # the global rank it was built at
 
     def inner(self, c):
         """The model chunk itself (GPTModel or HybridModel), inside DDP and Float16Module."""
@@ -394,10 +398,10 @@ def use_bridge(build):
     _BRIDGE = build
 
 
-def build_job(args):
+def build_job(args, last=False):
     """Each pipeline stage in turn (a generator of Stage): every virtual chunk, wrapped in DDP
-    by Megatron-LM's get_model at the stage's first rank. A builder's assertion (a split or a
-    model Megatron-LM refuses) raises ArgumentsRefused."""
+    by Megatron-LM's get_model at the stage's first rank (LAST: its last). A builder's
+    assertion (a split or a model Megatron-LM refuses) raises ArgumentsRefused."""
     import torch
     from megatron.core.enums import ModelType
     from megatron.training import training
@@ -408,8 +412,9 @@ def build_job(args):
         _WRAPPING.install(training)
     wrapping = _WRAPPING
     for stage in range(args.pipeline_model_parallel_size):
-        pp_rank = initialize_parallel(args, stage_rank(args, stage))
-        assert pp_rank == stage, f"rank {stage_rank(args, stage)} is on stage {pp_rank}"
+        rank = stage_rank(args, stage, last)
+        pp_rank = initialize_parallel(args, rank)
+        assert pp_rank == stage, f"rank {rank} is on stage {pp_rank}"
         try:
             with torch.device("meta"), cuda_to_meta():
                 chunks = training.get_model(model_provider_for(args),
@@ -421,4 +426,4 @@ def build_job(args):
                 import traceback
                 traceback.print_exc()
             raise refusal(e) from None
-        yield Stage(stage, chunks, wrapping.calls[-1])
+        yield Stage(stage, chunks, wrapping.calls[-1], rank)

@@ -153,6 +153,8 @@ def _judge_line(opts, line, runtime):
                 return 1, [f"paramlayout refuses a line Megatron-LM accepts: {our_message}",
                            count(0, total)]
             diffs, identical, total = judge(runtime.build_job(args), Path(tmp), opts)
+            if getattr(opts, "last_rank", False):
+                diffs += judge_last_ranks(runtime.build_job(args, last=True), Path(tmp))
         except runtime.ArgumentsRefused as e:
             if our_rc == 2:
                 agree, text = refusal_reasons.compare(str(e), e.names, our_message)
@@ -329,6 +331,32 @@ def judge(built, out_dir, opts):
         diffs.append(f"stage {key[0]} chunk {key[1]}: chunk: Megatron-LM absent, "
                      "paramlayout present")
     return diffs, identical, total
+
+
+def judge_last_ranks(built, out_dir):
+    """Each stage built again at its last rank (the last tensor, context, expert and data
+    parallel rank): its params and buffers must be the manifests' and layouts' its first rank
+    was judged against, which job writes once for every rank of the stage."""
+    import real_model_compare as compare
+
+    job = json.loads((out_dir / "job.json").read_text())
+    files = {(c["stage"], c["chunk"]): c for c in job["chunks"]}
+    diffs = []
+    for stage in built:
+        for c, ddp in enumerate(stage.chunks):
+            where = f"stage {stage.stage} chunk {c} at its last rank ({stage.rank})"
+            entry = files.get((stage.stage, c))
+            if entry is None:
+                diffs.append(f"{where}: chunk: Megatron-LM present, paramlayout absent")
+                continue
+            manifest = json.loads((out_dir / entry["manifest"]).read_text())
+            layout = json.loads((out_dir / entry["layout"]).read_text())
+            module = stage.inner(c)
+            names = {id(p): n for n, p in module.named_parameters()}
+            found = compare.compare_params(module, manifest)
+            found += compare.compare_buffers(ddp, names, layout)
+            diffs += [f"{where}: {d}" for d in found]
+    return diffs
 
 
 def _judge_stages(built, out_dir, opts, job, files, seen, compare, job_param_layout, start_up):

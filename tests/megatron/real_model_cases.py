@@ -68,6 +68,8 @@ SAMPLE = [
     # Muon: the layer-wise distributed optimizer's layout
     (8, LLAMA + ["--optimizer", "muon", "--tensor-model-parallel-size", "2"] + DISTOPT, 0),
     (8, LLAMA + MOE + ["--optimizer", "muon", "--expert-model-parallel-size", "2"] + DISTOPT, 0),
+    # ... at expert data parallel 1, where Megatron-LM keeps no per-shard list of the experts
+    (4, LLAMA + MOE + ["--optimizer", "muon", "--expert-model-parallel-size", "4"] + DISTOPT, 0),
     # learnable softmax offsets (TE's DotProductAttention param), qk layer norms
     (4, LLAMA + ["--softmax-type", "learnable", "--qk-layernorm",
                  "--tensor-model-parallel-size", "2"] + DISTOPT, 0),

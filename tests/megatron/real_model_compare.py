@@ -219,8 +219,11 @@ def _compare_layerwise(ddp, names, layerwise):
         fake, [types.SimpleNamespace(param_groups=groups)], [ddp.full_param_layout], dp_size,
         edp_size)
     mine = {}
-    for lists in (fake.dp_cp_params_list, fake.expt_dp_params_list or []):
-        for shard, params in enumerate(lists):
+    for lists, kind in ((fake.dp_cp_params_list, dense), (fake.expt_dp_params_list, expert)):
+        # None where the group has one rank (layer_wise_optimizer.py:631-635, 710-711): that
+        # rank owns every param, its buckets' lists are [bucket.params_list] (:792-795,
+        # :810-813): the one shard, 0.
+        for shard, params in enumerate([kind] if lists is None else lists):
             for p in params:
                 mine[names[id(p)]] = shard
     yours = {}

@@ -135,8 +135,10 @@ def main():
         log_mutations = config == "log-mutations"
         if log_mutations:
             config = None
+        # The fixed lines are built once more at each stage's last rank.
         run_opts = argparse.Namespace(binary=binary, world_size=world, hf_config=config,
-                                      max_ranks=opts.max_ranks, log_mutations=log_mutations)
+                                      max_ranks=opts.max_ranks, log_mutations=log_mutations,
+                                      last_rank=strict and binary == opts.binary)
         full = real_model.complete_line(line, config)
         log = io.StringIO()
         try:
