@@ -21,7 +21,9 @@ struct JobChunkFiles {
 /// Where job.json disagrees with itself or with its chunks: dp and expert dp from the sizes;
 /// per chunk, the placement and sizes its manifest records, the options its layout was
 /// planned with (shards, strategy, packer, grad dtype, bucket size), its param elements and
-/// its params and grads per rank; and the heaviest stage from the chunks' figures. `where`
+/// its params and grads per rank, the layers and embeddings its manifest holds; the job's
+/// layers each in one chunk and its output on the last; and the heaviest stage from the
+/// chunks' figures. `where`
 /// names the chunk (`stage1.chunk0`) or job.json.
 std::vector<Violation> check_job_record(const JobRecord& job,
                                         const std::vector<JobChunkFiles>& chunks);

@@ -190,6 +190,37 @@ class CheckJob(Workspace):
         self.assertEqual(result.returncode, 1)
         self.assertIn("stage1.chunk0: job.json records param elements", result.stdout)
 
+    def test_a_place_job_json_gets_wrong_is_named(self):
+        # Llama 3 8B's 32 layers, 16 a stage: each change below is named without --replan.
+        cases = [
+            (lambda r: r["chunks"][0].update(layers=list(range(15))),
+             ["stage0.chunk0: its manifest holds params of the chunk's decoder layer 15",
+              "job.json: no chunk holds layer 15"]),
+            (lambda r: r["chunks"][1].update(layers=list(range(15, 31))),
+             ["stage1.chunk0: job.json records layer 15 here and in stage0.chunk0"]),
+            (lambda r: r["chunks"][1].update(layers=list(range(16, 32))[::-1]),
+             ["stage1.chunk0: job.json records layers that are not one ascending run"]),
+            (lambda r: r["chunks"][1].update(output=False),
+             ["stage1.chunk0: job.json records no output layer on the last chunk"]),
+            (lambda r: r["chunks"][0].update(output=True),
+             ["stage0.chunk0: job.json records the output layer here"]),
+            (lambda r: r["chunks"][0].update(embedding=False),
+             ["stage0.chunk0: its manifest holds the word embeddings"]),
+            (lambda r: r["chunks"][1].update(embedding=True),
+             ["stage1.chunk0: job.json records the word embeddings here"]),
+        ]
+        original = (self.job / "job.json").read_text()
+        for change, messages in cases:
+            record = json.loads(original)
+            change(record)
+            (self.job / "job.json").write_text(json.dumps(record))
+            result = self.check()
+            self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+            for message in messages:
+                self.assertIn(message, result.stdout)
+        (self.job / "job.json").write_text(original)
+        self.assertEqual(self.check().returncode, 0)
+
     def test_a_chunk_file_of_another_job_is_named(self):
         shutil.copy(self.job / "stage0.chunk0.layout.json", self.job / "stage5.chunk0.layout.json")
         result = self.check()

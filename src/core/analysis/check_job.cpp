@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <map>
+#include <set>
+#include <string_view>
 #include <vector>
 
 #include "paramlayout/stats.hpp"
@@ -89,6 +93,95 @@ void check_chunk(const JobRecord& job, const JobChunkFiles& files, Findings& f) 
   f.expect(where, "grads per rank (bytes)", c.bytes_per_rank.grads, stats->bytes_per_rank.grads);
 }
 
+/// The distinct indices N of the params named `...PREFIX.N....` (`decoder.layers.`): the
+/// modules of that list the manifest holds params of.
+std::set<std::string> module_indices(const Manifest& manifest, std::string_view prefix) {
+  std::set<std::string> found;
+  for (const Param& p : manifest.params) {
+    std::string_view name = p.name;
+    for (std::size_t at = name.find(prefix); at != std::string_view::npos;
+         at = name.find(prefix, at + 1)) {
+      if (at != 0 && name[at - 1] != '.') continue;
+      const std::string_view rest = name.substr(at + prefix.size());
+      found.emplace(rest.substr(0, rest.find('.')));
+      break;
+    }
+  }
+  return found;
+}
+
+bool holds_word_embeddings(const Manifest& manifest) {
+  return module_indices(manifest, "embedding.").count("word_embeddings") > 0;
+}
+
+/// Each local index of the `prefix` list (`decoder.layers.`) the manifest holds params of
+/// must be one of the `count` the chunk records (a layer may hold none: a no-op block).
+void check_local_indices(const JobChunkFiles& files, std::string_view prefix,
+                         std::string_view what, std::size_t count, Findings& f) {
+  for (const std::string& index : module_indices(*files.manifest, prefix)) {
+    std::size_t n = 0;
+    const auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), n);
+    if (ec != std::errc() || end != index.data() + index.size() || n >= count) {
+      f.add(files.record->name(),
+            fmt::format("its manifest holds params of the chunk's {} {} (from 0), job.json "
+                        "records {} here",
+                        what, index, count));
+      return;
+    }
+  }
+}
+
+/// A chunk's recorded place against what its manifest holds: no more decoder or MTP layers
+/// than it lists, the word embeddings where it says so.
+void check_chunk_place(const JobChunkFiles& files, Findings& f) {
+  const JobRecordChunk& c = *files.record;
+  const std::string where = c.name();
+  check_local_indices(files, "decoder.layers.", "decoder layer", c.layers.size(), f);
+  check_local_indices(files, "mtp.layers.", "MTP layer", c.mtp_layers.size(), f);
+  if (c.embedding != holds_word_embeddings(*files.manifest)) {
+    f.add(where, c.embedding ? "job.json records the word embeddings here, its manifest holds "
+                               "none"
+                             : "its manifest holds the word embeddings, job.json records none "
+                               "here");
+  }
+}
+
+/// Over the job, as Megatron-LM places them: every decoder layer in exactly one chunk, each
+/// chunk's an ascending run, and the output on the last chunk of the last stage (its
+/// post_process, `is_pipeline_last_stage(ignore_virtual=False)`).
+void check_placements(const JobRecord& job, Findings& f) {
+  std::map<std::int64_t, std::string> owner;
+  for (const JobRecordChunk& c : job.chunks) {
+    for (std::size_t i = 0; i < c.layers.size(); ++i) {
+      if (i > 0 && c.layers[i] != c.layers[i - 1] + 1) {
+        f.add(c.name(), fmt::format("job.json records layers that are not one ascending run: "
+                                    "{} after {}",
+                                    c.layers[i], c.layers[i - 1]));
+      }
+      const auto [at, added] = owner.emplace(c.layers[i], c.name());
+      if (!added) {
+        f.add(c.name(), fmt::format("job.json records layer {} here and in {}", c.layers[i],
+                                    at->second));
+      }
+    }
+    const bool last = c.stage == job.parallel.pp - 1 && c.chunk == job.parallel.vpp - 1;
+    if (c.output != last) {
+      f.add(c.name(), c.output ? "job.json records the output layer here, which Megatron-LM "
+                                 "builds on the last chunk of the last stage only"
+                               : "job.json records no output layer on the last chunk of the "
+                                 "last stage, where Megatron-LM builds it");
+    }
+  }
+  std::int64_t expected = 0;
+  for (const auto& [layer, chunk] : owner) {
+    if (layer != expected) {
+      f.add("job.json", fmt::format("no chunk holds layer {}", expected));
+      return;
+    }
+    ++expected;
+  }
+}
+
 /// Each stage's persistent memory terms: its chunks' recorded bytes per rank, added.
 void check_persistent_memory(const JobRecord& job, const std::vector<BytesPerRank>& stages,
                              Findings& f) {
@@ -130,7 +223,11 @@ std::vector<Violation> check_job_record(const JobRecord& job,
   std::vector<Violation> out;
   Findings f(out);
   check_sizes(job, f);
-  for (const JobChunkFiles& files : chunks) check_chunk(job, files, f);
+  for (const JobChunkFiles& files : chunks) {
+    check_chunk(job, files, f);
+    check_chunk_place(files, f);
+  }
+  check_placements(job, f);
   check_heaviest_stage(job, f);
   return out;
 }
