@@ -7,14 +7,12 @@ another launch or model is named as such; a log without a report and the usage e
 Usage: check_log_tests.py PARAMLAYOUT SOURCE_ROOT
 """
 import re
-import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-BINARY = ""
-ROOT = Path()
+from harness import ROOT, main, run
+
 
 # The line the log is of (tests/megatron/real_model_cases.py, LOG_MUTATION_CASE): 8 layers
 # over 2 stages of 2 virtual chunks on 8 GPUs, buckets of 20,000 padded for NCCL's bus
@@ -26,11 +24,6 @@ LINE = ["--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4"
         "--overlap-grad-reduce", "--ddp-bucket-size", "20000",
         "--ddp-pad-buckets-for-high-nccl-busbw", "--bf16", "--use-distributed-optimizer",
         "--micro-batch-size", "1", "--seq-length", "128"]
-
-
-def run(*args, stdin=None):
-    return subprocess.run([BINARY, *map(str, args)], capture_output=True, text=True, input=stdin,
-                          errors="replace", timeout=300)
 
 
 class AgainstLog(unittest.TestCase):
@@ -149,5 +142,4 @@ class AgainstLog(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    BINARY, ROOT = sys.argv[1], Path(sys.argv[2])
-    unittest.main(argv=sys.argv[:1], verbosity=2)
+    main()

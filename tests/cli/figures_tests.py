@@ -7,19 +7,11 @@ Usage: figures_tests.py PARAMLAYOUT SOURCE_ROOT
 """
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-BINARY = ""
-ROOT = Path()
-
-
-def run(*args, cwd=None, stdin=None):
-    return subprocess.run([BINARY, *map(str, args)], cwd=cwd, input=stdin, capture_output=True,
-                          text=True, errors="replace", timeout=300)
+from harness import ROOT, main, run
 
 
 def manifest_file(tmp, *params, name="m.json", model="hand"):
@@ -347,8 +339,6 @@ class CommandLine(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    BINARY = os.path.abspath(sys.argv[1])
-    ROOT = Path(sys.argv[2]).resolve()
     OutputRule.MANIFEST = ROOT / "testdata/manifests/llama3-8b.json"
     CommandLine.CONFIG = ROOT / "testdata/configs/gpt2.json"
-    unittest.main(argv=[sys.argv[0], "-v"])
+    main()

@@ -8,27 +8,19 @@ Usage: job_check_tests.py PARAMLAYOUT SOURCE_ROOT
 """
 import hashlib
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-BINARY = ""
-ROOT = Path()
+from harness import ROOT, main, run
+
 
 # Llama 3 8B on 64 GPUs: tp 4, pp 2, so dp 8 and two chunks of 16 layers each.
 LLAMA_ARGS = ["--tensor-model-parallel-size", "4", "--pipeline-model-parallel-size", "2",
               "--bf16", "--use-distributed-optimizer", "--seq-length", "4096",
               "--max-position-embeddings", "8192"]
-
-
-def run(*args, cwd=None):
-    return subprocess.run([BINARY, *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          errors="replace", timeout=300)
 
 
 class Workspace(unittest.TestCase):
@@ -317,6 +309,4 @@ class CheckJob(Workspace):
 
 
 if __name__ == "__main__":
-    BINARY = os.path.abspath(sys.argv[1])
-    ROOT = Path(sys.argv[2]).resolve()
-    unittest.main(argv=sys.argv[:1], verbosity=2)
+    main()

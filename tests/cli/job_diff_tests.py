@@ -11,14 +11,12 @@ Usage: job_diff_tests.py PARAMLAYOUT SOURCE_ROOT
 """
 import json
 import shutil
-import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-BINARY = ""
-ROOT = Path()
+from harness import ROOT, main, run
+
 
 LAUNCH = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--bf16",
           "--use-distributed-optimizer"]
@@ -28,11 +26,6 @@ LAUNCH = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size",
 # linear_fc2 4096 x 14336 / 2, and the two RMSNorm weights fused into qkv and fc1 (4096 each).
 LAYER_ELEMENTS = (48 * 128 // 2) * 4096 + 4096 * 2048 + 14336 * 4096 + 4096 * 7168 + 2 * 4096
 LAYER_PARAMS = 6
-
-
-def run(*args, cwd=None):
-    return subprocess.run([BINARY, *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          errors="replace", timeout=300)
 
 
 def padded_rows(vocab, tp):
@@ -340,5 +333,4 @@ class Memory(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    BINARY, ROOT = sys.argv[1], Path(sys.argv[2])
-    unittest.main(argv=sys.argv[:1], verbosity=2)
+    main()

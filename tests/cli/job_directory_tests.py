@@ -23,8 +23,8 @@ import time
 import unittest
 from pathlib import Path
 
-BINARY = ""
-ROOT = Path()
+from harness import BINARY, ROOT, main
+
 NO_EXCHANGE_LIB = ""
 
 SMALL = ["--num-layers", "8", "--hidden-size", "64", "--num-attention-heads", "4",
@@ -373,6 +373,5 @@ class KilledWithoutExchange(Killed):
 
 
 if __name__ == "__main__":
-    BINARY, ROOT = os.path.abspath(sys.argv[1]), Path(sys.argv[2])
     NO_EXCHANGE_LIB = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else ""
-    unittest.main(argv=sys.argv[:1], verbosity=2)
+    main()

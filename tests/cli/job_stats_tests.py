@@ -8,15 +8,13 @@ Usage: job_stats_tests.py PARAMLAYOUT SOURCE_ROOT
 """
 import json
 import re
-import subprocess
-import sys
 import tempfile
 import unittest
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-BINARY = ""
-ROOT = Path()
+from harness import ROOT, main, run
+
 NS = "{http://www.w3.org/2000/svg}"
 
 DEEPSEEK_ARGS = ["--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "16",
@@ -29,11 +27,6 @@ DEEPSEEK_ARGS = ["--tensor-model-parallel-size", "1", "--pipeline-model-parallel
 # learned absolute positions, tied embeddings; vocab 1000 padded to 1024.
 SMALL = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4",
          "--vocab-size", "1000", "--max-position-embeddings", "64", "--seq-length", "64"]
-
-
-def run(*args):
-    return subprocess.run([BINARY, *map(str, args)], capture_output=True, text=True,
-                          errors="replace", timeout=300)
 
 
 def human_bytes(n):
@@ -334,5 +327,4 @@ class RenderJob(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    BINARY, ROOT = sys.argv[1], Path(sys.argv[2])
-    unittest.main(argv=sys.argv[:1], verbosity=2)
+    main()

@@ -8,14 +8,12 @@ Usage: job_tests.py PARAMLAYOUT SOURCE_ROOT
 """
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-BINARY = ""
-ROOT = Path()
+from harness import ROOT, main, run
+
 
 DEEPSEEK_ARGS = ["--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "16",
                  "--expert-model-parallel-size", "64",
@@ -23,11 +21,6 @@ DEEPSEEK_ARGS = ["--tensor-model-parallel-size", "1", "--pipeline-model-parallel
                  "--mtp-num-layers", "1", "--bf16", "--use-distributed-optimizer",
                  "--overlap-grad-reduce", "--moe-grouped-gemm", "--lr", "1e-4",
                  "--data-path", "/data/a", "/data/b"]
-
-
-def run(*args, cwd=None):
-    return subprocess.run([BINARY, *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          errors="replace", timeout=300)
 
 
 def deepseek_job(out_dir, *extra):
@@ -362,5 +355,4 @@ class Memory(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    BINARY, ROOT = sys.argv[1], Path(sys.argv[2])
-    unittest.main(argv=sys.argv[:1], verbosity=2)
+    main()

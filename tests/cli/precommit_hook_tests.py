@@ -11,13 +11,12 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-BINARY = ""
-ROOT = Path()
+from harness import BINARY, ROOT, main
+
 
 ARGS = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--bf16",
         "--use-distributed-optimizer", "--seq-length", "4096"]
@@ -105,6 +104,4 @@ class PreCommitHook(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    BINARY = os.path.abspath(sys.argv[1])
-    ROOT = Path(sys.argv[2]).resolve()
-    unittest.main(argv=sys.argv[:1], verbosity=2)
+    main()

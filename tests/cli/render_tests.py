@@ -8,20 +8,14 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import unittest
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-BINARY = ""
-ROOT = Path()
+from harness import ROOT, main, run
+
 NS = "{http://www.w3.org/2000/svg}"
-
-
-def run(*args, cwd=None):
-    return subprocess.run([BINARY, *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          errors="replace", timeout=300)
 
 
 def plan(tmp, manifest, name, *args):
@@ -178,6 +172,4 @@ class Render(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    BINARY = os.path.abspath(sys.argv[1])
-    ROOT = Path(sys.argv[2]).resolve()
-    unittest.main(argv=[sys.argv[0], "-v"])
+    main()

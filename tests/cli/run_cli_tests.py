@@ -5,19 +5,11 @@ Usage: run_cli_tests.py PARAMLAYOUT SOURCE_ROOT
 """
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-BINARY = ""
-ROOT = Path()
-
-
-def run(*args, cwd=None, stdin=None):
-    return subprocess.run([BINARY, *map(str, args)], cwd=cwd, input=stdin, capture_output=True,
-                          text=True, errors="replace", timeout=120)
+from harness import ROOT, main, run
 
 
 class BadInputs(unittest.TestCase):
@@ -444,8 +436,6 @@ class Reference(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    BINARY = os.path.abspath(sys.argv[1])
-    ROOT = Path(sys.argv[2]).resolve()
     Plan.MANIFEST = Check.MANIFEST = ROOT / "testdata/manifests/llama3-8b.json"
     Verify.MANIFEST = ROOT / "testdata/reference/manifests/random-1001.json"
-    unittest.main(argv=[sys.argv[0], "-v"])
+    main()

@@ -16,15 +16,10 @@ import time
 import unittest
 from pathlib import Path
 
-BINARY = ""
-ROOT = Path()
+from harness import BINARY, ROOT, main, run
+
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                    "SUMMARY: UndefinedBehaviorSanitizer", "terminate called", "Traceback")
-
-
-def run(*args, cwd=None, stdin=None, timeout=120):
-    return subprocess.run([BINARY, *map(str, args)], cwd=cwd, input=stdin, capture_output=True,
-                          text=True, errors="replace", timeout=timeout)
 
 
 class Case(unittest.TestCase):
@@ -321,6 +316,4 @@ class Messages(Case):
 
 
 if __name__ == "__main__":
-    BINARY = os.path.abspath(sys.argv[1])
-    ROOT = Path(sys.argv[2]).resolve()
-    unittest.main(argv=[sys.argv[0], "-v"])
+    main()

@@ -6,21 +6,14 @@ the line fixes stay fixed, the top launches written as jobs, and bad input refus
 Usage: search_tests.py PARAMLAYOUT SOURCE_ROOT
 """
 import json
-import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-BINARY = ""
-ROOT = Path()
+from harness import ROOT, main, run
+
 LINE = ["--bf16", "--micro-batch-size", "1", "--global-batch-size", "64", "--seq-length", "2048",
         "--use-distributed-optimizer"]
-
-
-def run(*args):
-    return subprocess.run([BINARY, *map(str, args)], capture_output=True, text=True,
-                          errors="replace", timeout=300)
 
 
 def search(*options, line=LINE, world=16, config="llama3.2-1b.json"):
@@ -119,5 +112,4 @@ class BadInput(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    BINARY, ROOT = sys.argv[1], Path(sys.argv[2])
-    unittest.main(argv=sys.argv[:1])
+    main()

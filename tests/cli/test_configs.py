@@ -5,25 +5,17 @@ strategies, check --replan; and synth --list names every architecture they use.
 Usage: test_configs.py PARAMLAYOUT SOURCE_ROOT
 """
 import json
-import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-BINARY = ""
-ROOT = Path()
+from harness import ROOT, main, run
 
 
 # Configs Megatron-LM cannot split over 2 tensor-parallel ranks, with paramlayout's reason.
 TP2_REFUSED = {"falcon-h1-0.5b": "tp 2 does not divide the 1 Mamba groups"}
 # Configs whose builder refuses a pipeline split, with paramlayout's reason.
 PP_REFUSED = {"gemma-4-e2b": "Gemma 4 dense provider builds one pipeline stage only"}
-
-
-def run(*args):
-    return subprocess.run([BINARY, *map(str, args)], capture_output=True, text=True,
-                          errors="replace", timeout=300)
 
 
 def configs():
@@ -123,6 +115,4 @@ class ShippedConfigs(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    BINARY = str(Path(sys.argv[1]).resolve())
-    ROOT = Path(sys.argv[2])
-    unittest.main(argv=sys.argv[:1], verbosity=2)
+    main()

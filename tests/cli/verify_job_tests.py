@@ -15,14 +15,13 @@ import json
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-BINARY = ""
-ROOT = Path()
+from harness import main, run
+
 
 SMALL = ["--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
          "--vocab-size", "1000", "--max-position-embeddings", "64", "--bf16",
@@ -32,11 +31,6 @@ SMALL = ["--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4
 MOE = SMALL + ["--num-experts", "4", "--expert-model-parallel-size", "2",
                "--disable-bias-linear"]
 CHUNKS = ["stage0.chunk0", "stage0.chunk1", "stage1.chunk0", "stage1.chunk1"]
-
-
-def run(*args):
-    return subprocess.run([BINARY, *map(str, args)], capture_output=True, text=True,
-                          errors="replace", timeout=300)
 
 
 def make_job(out_dir, world, args):
@@ -260,7 +254,6 @@ class BrokenChunk(unittest.TestCase):
         self.assertEqual(run("verify", self.dir, "--backend", "cpu", "--stage", "0").returncode, 0)
 
 
-
 class MutatedChunks(unittest.TestCase):
     """fuzz.py's mutations of a layout, put into a job as one of its chunks with job.json's
     hash updated: verify JOB exits 0, 1 or 2, never crashes, and names the chunk when it
@@ -306,5 +299,4 @@ class MutatedChunks(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    BINARY, ROOT = sys.argv[1], Path(sys.argv[2])
-    unittest.main(argv=sys.argv[:1], verbosity=2)
+    main()
