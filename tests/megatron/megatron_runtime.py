@@ -183,7 +183,8 @@ def read_arguments(argv, world_size, hf_config=None):
     except SystemExit as e:
         printed = parser_error.getvalue().strip()
         sys.stderr.write(printed + "\n")
-        raise ArgumentsRefused(f"parse_args exited ({e.code}): {printed.splitlines()[-1:]}",
+        last = printed.splitlines()[-1] if printed else "nothing printed"
+        raise ArgumentsRefused(f"parse_args exited ({e.code}): {last}",
                                refusal_reasons.names_in_text(printed)) from None
     except (AssertionError, ValueError, TypeError, RuntimeError, KeyError) as e:
         if os.environ.get("REAL_MODEL_DEBUG"):
@@ -233,13 +234,15 @@ def out_of_reach(args):
 def stage_rank(args, stage, last=False):
     """The first (LAST: the last) global rank of pipeline stage STAGE ('tp-cp-ep-dp-pp' puts
     pp outermost; 'tp-cp-ep-pp-dp' puts it just inside dp)."""
-    per_stage = args.world_size // args.pipeline_model_parallel_size
-    if getattr(args, "use_tp_pp_dp_mapping", False):
-        inner = args.tensor_model_parallel_size * args.context_parallel_size
-        first = stage * inner
-        return first + (inner - 1) + (per_stage // inner - 1) * inner * \
-            args.pipeline_model_parallel_size if last else first
-    return stage * per_stage + (per_stage - 1 if last else 0)
+    pp = args.pipeline_model_parallel_size
+    per_stage = args.world_size // pp
+    if not getattr(args, "use_tp_pp_dp_mapping", False):
+        return stage * per_stage + (per_stage - 1 if last else 0)
+    inner = args.tensor_model_parallel_size * args.context_parallel_size
+    if not last:
+        return stage * inner
+    # The last tp-cp position of the last data-parallel group.
+    return (per_stage // inner - 1) * inner * pp + stage * inner + inner - 1
 
 
 def initialize_parallel(args, rank):

@@ -349,14 +349,34 @@ def judge_last_ranks(built, out_dir):
             if entry is None:
                 diffs.append(f"{where}: chunk: Megatron-LM present, paramlayout absent")
                 continue
-            manifest = json.loads((out_dir / entry["manifest"]).read_text())
-            layout = json.loads((out_dir / entry["layout"]).read_text())
-            module = stage.inner(c)
-            names = {id(p): n for n, p in module.named_parameters()}
-            found = compare.compare_params(module, manifest)
-            found += compare.compare_buffers(ddp, names, layout)
-            diffs += [f"{where}: {d}" for d in found]
+            _, _, _, found = _chunk_against_files(stage, c, ddp, out_dir, entry, compare)
+            diffs += _difference_lines(where, found)
     return diffs
+
+
+def _chunk_against_files(stage, c, ddp, out_dir, entry, compare):
+    """Chunk C of STAGE (DDP-wrapped: DDP) against the manifest and layout job.json's ENTRY
+    names: (the module, its params' names by id, the layout, the differences found)."""
+    manifest = json.loads((out_dir / entry["manifest"]).read_text())
+    layout = json.loads((out_dir / entry["layout"]).read_text())
+    module = stage.inner(c)
+    names = {id(p): n for n, p in module.named_parameters()}
+    found = compare.compare_params(module, manifest)
+    found += compare.compare_buffers(ddp, names, layout)
+    return module, names, layout, found
+
+
+def _difference_lines(where, found):
+    """Each difference FOUND (a sentence, or (what, field, Megatron-LM's, paramlayout's)) as
+    the line the judge prints."""
+    lines = []
+    for item in found:
+        if isinstance(item, str):
+            lines.append(f"{where}: {item}")
+        else:
+            what, field, mine, yours = item
+            lines.append(f"{where}: {what}: {field}: Megatron-LM {mine}, paramlayout {yours}")
+    return lines
 
 
 def _judge_stages(built, out_dir, opts, job, files, seen, compare, job_param_layout, start_up):
@@ -371,12 +391,8 @@ def _judge_stages(built, out_dir, opts, job, files, seen, compare, job_param_lay
             if entry is None:
                 diffs.append(f"{where}: chunk: Megatron-LM present, paramlayout absent")
                 continue
-            manifest = json.loads((out_dir / entry["manifest"]).read_text())
-            layout = json.loads((out_dir / entry["layout"]).read_text())
-            module = stage.inner(c)
-            names = {id(p): n for n, p in module.named_parameters()}
-            found = compare.compare_params(module, manifest)
-            found += compare.compare_buffers(ddp, names, layout)
+            module, names, layout, found = _chunk_against_files(stage, c, ddp, out_dir, entry,
+                                                                compare)
             found += compare.compare_shards(ddp, names, layout, opts.max_ranks)
             try:
                 full = job_param_layout(str(out_dir / "job.json"), module, pp_rank=stage.stage,
@@ -392,13 +408,7 @@ def _judge_stages(built, out_dir, opts, job, files, seen, compare, job_param_lay
             except Exception as e:  # Megatron-LM (or the package) refusing our layout
                 found.append(f"full_param_layout: Megatron-LM's DDP refuses paramlayout's layout: "
                              f"{type(e).__name__}: {e}")
-            for item in found:
-                if isinstance(item, str):
-                    diffs.append(f"{where}: {item}")
-                else:
-                    what, field, mine, yours = item
-                    diffs.append(f"{where}: {what}: {field}: Megatron-LM {mine}, "
-                                 f"paramlayout {yours}")
+            diffs += _difference_lines(where, found)
             identical += not found
     return diffs, identical, total
 

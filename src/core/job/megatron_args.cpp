@@ -415,13 +415,6 @@ void reject_what_megatron_builds_not(ArgMap& a, const JobSpec& job, bool from_li
                        "--expert-tensor-parallel-size 1",
                        job.parallel.etp));
   }
-  // megatron/core/transformer/moe/shared_experts.py:124, as the layer is built.
-  if (m.moe.shared_expert_size > 0 && m.add_bias_linear) {
-    a.fail("--moe-shared-expert-intermediate-size",
-           "builds shared experts, which Megatron-LM builds without biases only "
-           "(shared_experts.py: \"bias is not supported in the shared experts\"): give "
-           "--disable-bias-linear");
-  }
   if (!from_line) return;
   // Transformer Engine's grouped experts (TEGroupedMLP: --moe-grouped-gemm, and every hybrid
   // model's experts) with biases refuse bias-dropout fusion, which is on unless
