@@ -353,6 +353,16 @@ class Memory(unittest.TestCase):
                 self.assertEqual(result.returncode, 2, result.stdout)
                 self.assertIn(message, result.stderr)
 
+    def test_sequence_split_over_context_parallel_ranks(self):
+        # arguments.py:947-949: cp 4 needs a multiple of 8; 64 is one, 60 is not.
+        line = ["--context-parallel-size", "4", "--seq-length"]
+        accepted = run("job", "--world-size", "4", "--", *SMALL, *line, "64")
+        self.assertEqual(accepted.returncode, 0, accepted.stderr)
+        refused = run("job", "--world-size", "4", "--", *SMALL, *line, "60")
+        self.assertEqual(refused.returncode, 2, refused.stdout)
+        self.assertIn("--seq-length: 60 is not a multiple of 2 x --context-parallel-size = 8",
+                      refused.stderr)
+
 
 if __name__ == "__main__":
     main()

@@ -2,7 +2,8 @@
 AutoBridge picks for the config's architecture, that bridge's provider (no weights), and the
 provider's own provide() building each chunk inside Megatron-LM's get_model. The launch line
 decides the split, the precision, the vocab padding, and the two model choices `job` reads
-from the line (docs/exactness.md, With --hf-config).
+from the line; Megatron-LM validates the line with the model's arguments as the provider has
+them (docs/exactness.md, With --hf-config).
 """
 from megatron_runtime import OutOfReach
 
@@ -68,6 +69,7 @@ def bridge_model_provider(args, provider, line):
             setattr(provider, field, getattr(config, field))
     for field in LINE_MODEL_FIELDS:
         setattr(provider, field, getattr(config, field))
+    provider.seq_length = args.seq_length
     provider.make_vocab_size_divisible_by = args.make_vocab_size_divisible_by
     provider.should_pad_vocab = bool(getattr(args, "pad_vocab_size", True))
     provider.finalize()
@@ -85,28 +87,47 @@ def bridge_model_provider(args, provider, line):
     return build
 
 
-def bridge_line(line, provider):
-    """The line with what Megatron-LM's arguments require of the model (--num-layers,
-    --hidden-size, --num-attention-heads, --vocab-size, --num-experts, --disable-bias-linear)
-    from the provider, where absent: they let validate_args run; the model itself comes from
-    the provider."""
-    line = list(line)
-    length = getattr(provider, "seq_length", None) or 4096
-    sizes = {"--num-layers": provider.num_layers, "--hidden-size": provider.hidden_size,
-             "--num-attention-heads": provider.num_attention_heads,
-             "--vocab-size": provider.vocab_size, "--seq-length": length,
-             "--max-position-embeddings": length,
-             "--kv-channels": getattr(provider, "kv_channels", None)}
-    for flag, value in sizes.items():
-        if flag not in line and value is not None:
-            line += [flag, str(value)]
-    if getattr(provider, "num_query_groups", None) and \
-            provider.num_query_groups != provider.num_attention_heads and \
-            "--num-query-groups" not in line:
-        line += ["--group-query-attention", "--num-query-groups", str(provider.num_query_groups)]
-    experts = getattr(provider, "num_moe_experts", None)
-    if experts and "--num-experts" not in line:
-        line += ["--num-experts", str(experts)]
-    if not getattr(provider, "add_bias_linear", True) and "--disable-bias-linear" not in line:
-        line.append("--disable-bias-linear")
-    return line
+# The model's arguments: the fields that give the params their shapes and the positions their
+# kind, which `job` reads from the config and not from the line, under the names Megatron-LM's
+# arguments and Bridge's providers share. The rest (fusions, dispatcher, recompute) is the line's.
+MODEL_FIELDS = (
+    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_channels",
+    "vocab_size", "normalization", "add_bias_linear", "add_qkv_bias", "qk_layernorm",
+    "layernorm_zero_centered_gamma", "multi_latent_attention", "q_lora_rank", "kv_lora_rank",
+    "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "moe_ffn_hidden_size", "moe_layer_freq",
+    "moe_router_topk", "moe_shared_expert_intermediate_size", "moe_shared_expert_gate",
+    "moe_router_enable_expert_bias", "moe_router_num_groups", "moe_router_group_topk",
+    "moe_router_score_function", "position_embedding_type", "rotary_base", "rotary_percent",
+    "rope_type", "mrope_section",
+)
+
+
+def model_arguments(provider):
+    """What read_arguments sets on the parsed line before Megatron-LM validates it: the
+    model's arguments as the provider has them, where the line gives none, so that
+    validate_args sees the model that is built (rope positions, MLA, the sizes). Names that
+    differ are those core_transformer_config_from_args maps (arguments.py's --num-experts,
+    --swiglu, --group-query-attention, --untie-embeddings-and-output-weights). The line's
+    --seq-length is the model's sequence (Megatron-Bridge requires the model's seq_length to be
+    the data's: training/config.py:1644), and the positions cover it."""
+    derived = {name: getattr(provider, name) for name in MODEL_FIELDS if hasattr(provider, name)}
+    derived["num_experts"] = getattr(provider, "num_moe_experts", None)
+    activation = getattr(getattr(provider, "activation_func", None), "__name__", "")
+    derived["swiglu"] = bool(getattr(provider, "gated_linear_unit", False)) and activation == "silu"
+    derived["squared_relu"] = activation == "squared_relu"
+    groups = getattr(provider, "num_query_groups", None)
+    if groups and groups != provider.num_attention_heads:
+        derived["group_query_attention"] = True
+        derived["num_query_groups"] = groups
+    derived["untie_embeddings_and_output_weights"] = \
+        not getattr(provider, "share_embeddings_and_output_weights", True)
+
+    def complete(args, given):
+        for name, value in derived.items():
+            if name not in given and hasattr(args, name) and value is not None:
+                setattr(args, name, value)
+        if "seq_length" not in given and "encoder_seq_length" not in given:
+            args.seq_length = getattr(provider, "seq_length", None) or 4096
+        if "max_position_embeddings" not in given:
+            args.max_position_embeddings = args.seq_length or args.encoder_seq_length
+    return complete

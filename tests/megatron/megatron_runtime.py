@@ -162,9 +162,11 @@ def _learning_options():
         argparse.ArgumentParser.parse_args = original
 
 
-def read_arguments(argv, world_size, hf_config=None):
+def read_arguments(argv, world_size, model_arguments=None):
     """Megatron-LM's own parse_args and validate_args on ARGV at WORLD_SIZE; the tokenizer's
-    vocab padding as build_tokenizer does it (--vocab-size is taken as the tokenizer's size)."""
+    vocab padding as build_tokenizer does it (--vocab-size is taken as the tokenizer's size).
+    MODEL_ARGUMENTS(args, given), where given, sets the model's arguments on the parsed line
+    before it is validated (GIVEN: the dests the line set)."""
     from megatron.training import arguments, global_vars
     from megatron.core.tokenizers.utils.build_tokenizer import vocab_size_with_padding
 
@@ -179,6 +181,11 @@ def read_arguments(argv, world_size, hf_config=None):
     try:
         with contextlib.redirect_stderr(parser_error), _learning_options():
             args = arguments.parse_args()
+            if model_arguments is not None:
+                sys.argv = sys.argv[:1]
+                defaults = vars(arguments.parse_args())
+                model_arguments(args, {k for k, v in vars(args).items()
+                                       if k not in defaults or defaults[k] != v})
         arguments.validate_args(args, {"tokenizer_type": "GPT2BPETokenizer"})
     except SystemExit as e:
         printed = parser_error.getvalue().strip()

@@ -132,13 +132,13 @@ def _judge_line(opts, line, runtime):
         if our_rc not in (0, 2):
             return 1, [f"paramlayout: exit {our_rc}: {our_message}", count(0, 0)]
         try:
-            provider = None
+            provider = complete = None
             runtime.use_bridge(None)
             if opts.hf_config:
                 import bridge_model
                 provider = bridge_model.bridge_provider(opts.hf_config)
-                megatron_line = bridge_model.bridge_line(megatron_line, provider)
-            args = runtime.read_arguments(megatron_line, opts.world_size, opts.hf_config)
+                complete = bridge_model.model_arguments(provider)
+            args = runtime.read_arguments(megatron_line, opts.world_size, complete)
             reason = runtime.out_of_reach(args)
             if reason:
                 raise runtime.OutOfReach(reason)

@@ -9,7 +9,8 @@ is which params each chunk holds and how DDP lays them out, which the sizes do n
 import random
 from pathlib import Path
 
-CONFIGS = Path(__file__).resolve().parent.parent.parent / "testdata" / "configs"
+ROOT = Path(__file__).resolve().parent.parent.parent
+CONFIGS = ROOT / "testdata" / "configs"
 
 # A small GPT: 4 layers, hidden 64, 4 heads, vocab 1000 (padded by Megatron-LM's own rule).
 BASE = ["--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
@@ -258,6 +259,45 @@ def config_cases(splits=("1",)):
             out.append((8 * size, line, None, str(config)))
     return out
 
+
+def demo_jobs():
+    """The jobs tools/demo.sh runs (the README's DeepSeek-V3 job is its first), read from the
+    script as it ships: (world size, line, config) for each `build/paramlayout job` it runs
+    (its --packer left out: the judge compares Megatron-LM's own packing)."""
+    import re
+    import subprocess
+    text = (ROOT / "tools" / "demo.sh").read_text()
+
+    def array(name):
+        block = re.search(rf"^\s*{name}=\((.*?)\)\s*$", text, re.M | re.S).group(1)
+        words = subprocess.run(["bash", "-c", f'a=({block}); printf "%s\\0" "${{a[@]}}"'],
+                               capture_output=True, text=True, check=True).stdout
+        return words.split("\0")[:-1]
+
+    config = re.search(r"^config=(\S+)", text, re.M).group(1)
+    jobs = []
+    for call in re.finditer(r"^\s*build/paramlayout job ((?:.*\\\n)*.*)$", text, re.M):
+        words = call.group(1)
+        world = int(re.search(r"--world-size (\d+)", words).group(1))
+        hf = re.search(r"--hf-config (\S+)", words).group(1).strip('"')
+        name = re.search(r'"\$\{(\w+)\[@\]\}"', words).group(1)
+        jobs.append((world, array(name), str(ROOT / hf.replace("$config", config))))
+    return jobs
+
+
+# Hugging Face configs with what Megatron-LM validates only with the model's own arguments:
+# MTP (rope positions), a sequence longer than the config's max_position_embeddings, MLA;
+# and a line both refuse.
+# (world size, line, expected, config)
+HF_SAMPLE = [(w, line, 0, config) for w, line, config in demo_jobs()] + [
+    (16, ["--tensor-model-parallel-size", "2", "--context-parallel-size", "2",
+          "--seq-length", "16384"] + DISTOPT, 0, str(CONFIGS / "llama3-8b.json")),
+    (8, ["--expert-model-parallel-size", "8", "--mtp-num-layers", "1", "--moe-grouped-gemm"]
+     + DISTOPT, 0, str(CONFIGS / "qwen3-30b-a3b.json")),
+    # refused by both: the sequence does not split over 2 x 8 context-parallel chunks
+    (8, ["--context-parallel-size", "8", "--seq-length", "1000"] + DISTOPT, 2,
+     str(CONFIGS / "llama3-8b.json")),
+]
 
 # The line whose start-up log the judge changes (real_model.LOG_MUTATIONS): virtual chunks,
 # a first chunk of several buckets, padded.

@@ -103,6 +103,8 @@ def main():
     chosen = []
     if opts.sample:
         chosen += [(w, line, rc, True, None) for w, line, rc in cases.SAMPLE]
+        # Hugging Face configs: tools/demo.sh's jobs (the README's), MTP, a long sequence.
+        chosen += [(w, line, rc, True, c) for w, line, rc, c in cases.HF_SAMPLE]
         # The judge must see differences: the first line again, with paramlayout's output
         # tampered with (planted_paramlayout.py), must give exit 1.
         world, line, _ = cases.SAMPLE[0]

@@ -5,7 +5,8 @@ raised it (the `assert`, or the `raise` together with the `if` that chose it, in
 frame of Megatron-LM's own code) and, when its parser exits, argparse's error. paramlayout's
 reason is its message. Arguments are compared by their dest (`--num-layers` and
 `args.num_layers` are both `num_layers`). Two refusals agree when they name an argument in
-common; a refusal of Megatron-LM's that names none cannot be compared, and says so."""
+common; a refusal of Megatron-LM's that names none (only a module's own variables, say)
+cannot be compared, and says so."""
 import ast
 import functools
 import re
@@ -120,7 +121,10 @@ def megatron_subjects(error, parser_error=""):
              | set(_DEST.findall(_ATTRIBUTE.sub(" ", _FLAG.sub(" ", statement)))))
     for name in list(names):
         names |= config_fields().get(name, set())
-    return names
+    # Only arguments count: a model module's own names (Falcon-H1's mixer asserts on its
+    # `ngroups` and `tp_size`) name none.
+    known = set(_OPTION_DESTS.values())
+    return {n for n in names if not known or any(_same(n, d) for d in known)}
 
 
 def _same(a, b):

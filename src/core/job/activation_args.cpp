@@ -50,6 +50,13 @@ void read_activation_args(ArgMap& a, JobSpec& job) {
   ActivationOptions& o = job.activations;
   o.micro_batch_size = a.integer("--micro-batch-size", 1, 1);
   o.seq_length = a.integer("--seq-length", 0, 1);
+  // arguments.py:947-949: each context-parallel rank takes two chunks of the sequence.
+  const std::int64_t cp = job.parallel.cp;
+  if (o.seq_length > 0 && cp > 1 && o.seq_length % (2 * cp) != 0) {
+    a.fail("--seq-length", fmt::format("{} is not a multiple of 2 x --context-parallel-size = {} "
+                                       "(each context-parallel rank takes two chunks of it)",
+                                       o.seq_length, 2 * cp));
+  }
   // arguments.py:1435-1439: sequence parallelism is turned off at tensor parallel size 1.
   o.sequence_parallel = a.flag("--sequence-parallel") && job.parallel.tp > 1;
   // arguments.py:703: the global batch defaults to micro batch x data parallel size.
