@@ -54,9 +54,10 @@ int main(int argc, char** argv) {
   std::sort(ms.begin(), ms.end());
   const double median = ms[kCopies / 2] / 1e3;
   const double best = ms.front() / 1e3;
-  std::printf("{\"gpu\": \"%s\", \"bytes\": %zu, \"copies\": %d, \"seconds\": %.6f, "
-              "\"gbps\": %.1f, \"best_gbps\": %.1f}\n",
-              prop.name, bytes, kCopies, median, 2.0 * static_cast<double>(bytes) / median / 1e9,
-              2.0 * static_cast<double>(bytes) / best / 1e9);
+  std::printf(
+      "{\"gpu\": \"%s\", \"bytes\": %zu, \"copies\": %d, \"seconds\": %.6f, "
+      "\"gbps\": %.1f, \"best_gbps\": %.1f}\n",
+      prop.name, bytes, kCopies, median, 2.0 * static_cast<double>(bytes) / median / 1e9,
+      2.0 * static_cast<double>(bytes) / best / 1e9);
   return 0;
 }

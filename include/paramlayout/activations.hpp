@@ -27,7 +27,6 @@ std::int64_t microbatches_per_step(const JobSpec& job);
 
 /// One entry per pipeline stage, in order; no terms where the launch gives no --seq-length.
 /// Fails when a figure does not fit in 64 bits.
-Result<std::vector<StageActivations>> estimate_activations(const JobSpec& job,
-                                                           const JobPlan& plan);
+Result<std::vector<StageActivations>> estimate_activations(const JobSpec& job, const JobPlan& plan);
 
 }  // namespace paramlayout

@@ -18,9 +18,9 @@ BufferKey buffer_key_of(const Param& param, const PlanOptions& options);
 /// The params of one buffer, in manifest order.
 struct BufferGroup {
   BufferKey key;
-  std::int64_t num_shards = 1;         ///< expert_dp for expert-parallel buffers, else dp
-  std::vector<std::size_t> params;     ///< positions in Manifest::params
-  std::vector<std::int64_t> indices;   ///< each param's `index` counter value
+  std::int64_t num_shards = 1;        ///< expert_dp for expert-parallel buffers, else dp
+  std::vector<std::size_t> params;    ///< positions in Manifest::params
+  std::vector<std::int64_t> indices;  ///< each param's `index` counter value
 };
 
 /// Groups params into buffers, in the order their key first appears in the manifest.

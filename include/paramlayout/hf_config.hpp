@@ -13,7 +13,7 @@ namespace paramlayout {
 
 /// A model read from a config.json.
 struct HfModel {
-  std::string architecture;        ///< the config's `architectures[0]`
+  std::string architecture;  ///< the config's `architectures[0]`
   ModelSpec spec;
   /// Where Megatron-LM's params differ from the checkpoint's tensors (a buffer, a bias one
   /// side has), for people.

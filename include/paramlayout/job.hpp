@@ -11,8 +11,8 @@
 #include "paramlayout/error.hpp"
 #include "paramlayout/layout.hpp"
 #include "paramlayout/manifest.hpp"
-#include "paramlayout/model_buffer_options.hpp"
 #include "paramlayout/model.hpp"
+#include "paramlayout/model_buffer_options.hpp"
 #include "paramlayout/model_chunk.hpp"
 #include "paramlayout/optimizer_state.hpp"
 #include "paramlayout/pipeline.hpp"
@@ -37,17 +37,17 @@ struct JobSpec {
   std::string model_name;  ///< for the manifests' `model`
   ModelSpec model;
   std::int64_t world_size = 1;
-  ParallelConfig parallel;   ///< tp, pp, vpp, cp, ep, etp (stage and chunk unused)
-  PipelineConfig pipeline;   ///< the layer split
-  bool mtp_repeated_layer = false;  ///< --mtp-use-repeated-layer: only mtp.layers.0 is built
-  std::int64_t dp = 1;         ///< world / (tp x pp x cp)
-  std::int64_t expert_dp = 1;  ///< world / (etp x ep x pp)
+  ParallelConfig parallel;               ///< tp, pp, vpp, cp, ep, etp (stage and chunk unused)
+  PipelineConfig pipeline;               ///< the layer split
+  bool mtp_repeated_layer = false;       ///< --mtp-use-repeated-layer: only mtp.layers.0 is built
+  std::int64_t dp = 1;                   ///< world / (tp x pp x cp)
+  std::int64_t expert_dp = 1;            ///< world / (etp x ep x pp)
   std::int64_t optimizer_instances = 1;  ///< --num-distributed-optimizer-instances
   DType param_dtype = DType::float32;
   bool grad_reduce_in_fp32 = false;
   Strategy strategy = Strategy::unpadded;
-  OptimizerOptions optimizer;  ///< what decides the optimizer state's bytes per element
-  QuantizedParams quantized;   ///< fp8 / fp4 param storage
+  OptimizerOptions optimizer;     ///< what decides the optimizer state's bytes per element
+  QuantizedParams quantized;      ///< fp8 / fp4 param storage
   ActivationOptions activations;  ///< what decides the activation memory estimate
   ModelBufferOptions buffers;     ///< what decides the model's own persistent tensors
   Packer packer = Packer::megatron;

@@ -32,7 +32,7 @@ inline constexpr std::string_view kConfigCopy = "hf_config.json";
 /// How the job was launched: enough to plan it again (`job --from`, `check --replan`).
 struct LaunchRecord {
   std::int64_t world_size = 1;
-  std::vector<std::string> args;  ///< Megatron-LM's arguments, exactly as given
+  std::vector<std::string> args;         ///< Megatron-LM's arguments, exactly as given
   std::optional<std::string> hf_config;  ///< `given` of the --hf-config file in `files`
   std::vector<LaunchFile> files;         ///< every file the launch read, in reading order
   std::string packer = "megatron";
@@ -49,8 +49,8 @@ struct JobRecordChunk {
   bool embedding = false;  ///< it holds the word embeddings
   bool output = false;     ///< it computes the output and the loss
   std::optional<std::int64_t> bucket_size;
-  std::string manifest;  ///< file name beside job.json
-  std::string layout;    ///< file name beside job.json
+  std::string manifest;         ///< file name beside job.json
+  std::string layout;           ///< file name beside job.json
   std::string manifest_sha256;  ///< "" when job.json does not record it
   std::string layout_sha256;    ///< "" when job.json does not record it
   std::int64_t param_elements = 0;
@@ -82,8 +82,8 @@ struct JobRecord {
   std::vector<JobRecordChunk> chunks;  ///< stage-major
   std::int64_t heaviest_stage = 0;
   BytesPerRank heaviest_stage_bytes;
-  std::string memory_inputs;       ///< what the activations are estimated for; "" for none
-  std::vector<RankMemory> memory;  ///< each stage's rank memory, in order (none: not recorded)
+  std::string memory_inputs;           ///< what the activations are estimated for; "" for none
+  std::vector<RankMemory> memory;      ///< each stage's rank memory, in order (none: not recorded)
   std::optional<LaunchRecord> launch;  ///< absent in a job.json that does not record it
   bool operator==(const JobRecord&) const = default;
 };
@@ -103,8 +103,7 @@ std::vector<JobFile> job_files(const JobSpec& job, const JobPlan& plan,
 
 /// What job.json says of `plan`, its chunk files' hashes taken from `files` (by name).
 JobRecord job_record(const JobSpec& job, const JobPlan& plan,
-                     const std::optional<LaunchRecord>& launch,
-                     const std::vector<JobFile>& files);
+                     const std::optional<LaunchRecord>& launch, const std::vector<JobFile>& files);
 
 /// job.json's text: one line per chunk, so a diff of two jobs reads well.
 std::string write_job_json(const JobRecord& record);

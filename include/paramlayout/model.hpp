@@ -38,8 +38,8 @@ enum class Mlp : std::uint8_t {
 struct LayerSpec {
   Mixer mixer = Mixer::attention;
   Mlp mlp = Mlp::dense;
-  std::int64_t ffn_hidden_size = 0;   ///< dense MLP size (heterogeneous models vary it)
-  std::int64_t num_query_groups = 0;  ///< key/value heads (heterogeneous models vary it)
+  std::int64_t ffn_hidden_size = 0;      ///< dense MLP size (heterogeneous models vary it)
+  std::int64_t num_query_groups = 0;     ///< key/value heads (heterogeneous models vary it)
   std::int64_t num_attention_heads = 0;  ///< query heads (Step-3.5's sliding layers vary it)
   std::int64_t kv_channels = 0;          ///< head dim (Step-3.5's sliding layers vary it)
   /// Sparse attention: the layer reuses an earlier layer's top-k, so builds no indexer.
@@ -81,7 +81,7 @@ struct MoeSpec {
   std::int64_t shared_expert_size = 0;  ///< moe_shared_expert_intermediate_size; 0: none
   /// Experts each token is routed to, where the config says (num_experts_per_tok); 0: not said.
   std::int64_t router_topk = 0;
-  bool shared_expert_gate = false;      ///< shared_experts.gate_weight
+  bool shared_expert_gate = false;  ///< shared_experts.gate_weight
   /// experts.linear_fc1.weight<e> (TEGroupedMLP), else
   /// experts.local_experts.<e>.linear_fc1.weight (SequentialMLP). Hybrid models always group.
   bool grouped_gemm = false;
@@ -169,8 +169,8 @@ struct ModelSpec {
   /// linear_proj and the dense MLP's linear_fc2 normalize their outputs
   /// (`post_layernorm`: Gemma 2 and 3).
   bool post_linear_norms = false;
-  bool add_bias_linear = true;   ///< biases on linear_proj, linear_qkv, the MLPs, the router
-  bool add_qkv_bias = false;     ///< a bias on linear_qkv alone
+  bool add_bias_linear = true;  ///< biases on linear_proj, linear_qkv, the MLPs, the router
+  bool add_qkv_bias = false;    ///< a bias on linear_qkv alone
   /// --transformer-impl local: Megatron-Core's own modules (gpt_layer_specs.py:359-464):
   /// the layer norms are modules of their own (input_layernorm, pre_mlp_layernorm), not fused
   /// into linear_qkv / linear_fc1, and experts are always a SequentialMLP.
@@ -180,10 +180,10 @@ struct ModelSpec {
   /// layer, Megatron-Bridge's Gemma4DenseTransformerLayer).
   bool sublayer_output_norms = false;
   PerLayerInputSpec per_layer_input;
-  bool softmax_offset = false;   ///< learned attention sinks: core_attention.softmax_offset
+  bool softmax_offset = false;         ///< learned attention sinks: core_attention.softmax_offset
   bool attention_output_gate = false;  ///< linear_qkv also computes a gate per head
-  std::optional<MlaSpec> mla;    ///< multi-latent attention
-  std::optional<DsaSpec> dsa;    ///< sparse attention over the multi-latent attention
+  std::optional<MlaSpec> mla;          ///< multi-latent attention
+  std::optional<DsaSpec> dsa;          ///< sparse attention over the multi-latent attention
   MoeSpec moe;
   MambaSpec mamba;
   GatedDeltaNetSpec gated_delta_net;

@@ -37,7 +37,7 @@ struct ChunkParam {
   bool expert_parallel = false;
   bool embedding_or_output = false;
   bool shared_embedding = false;
-  bool use_muon = true;  ///< false: never managed by Muon (Mamba's in_proj)
+  bool use_muon = true;              ///< false: never managed by Muon (Mamba's in_proj)
   Storage storage = Storage::dense;  ///< quantized (fp8) storage of a TE linear's weight
   /// The product of the shape; INT64_MAX when it does not fit in 64 bits.
   std::int64_t numel() const;
@@ -80,7 +80,8 @@ ModelChunk build_chunk(const ModelSpec& model, const TensorSplit& split,
 
 /// A chunk as a manifest, every param of `dtype`: `model` names it, `parallel` (when given)
 /// records the split it was made for. Its sha256 and source are left empty for the caller
-/// (plan_job hashes the text write_manifest_json gives it, as if it had been read from it). The chunk's elements must fit in 64 bits (ModelChunk::numel).
+/// (plan_job hashes the text write_manifest_json gives it, as if it had been read from it). The
+/// chunk's elements must fit in 64 bits (ModelChunk::numel).
 Manifest chunk_manifest(const ModelChunk& chunk, std::string_view model, DType dtype,
                         const ParallelConfig* parallel);
 

@@ -20,8 +20,8 @@ struct PipelineConfig {
   std::int64_t vpp = 1;  ///< virtual chunks per stage (1: no interleaving)
   std::optional<std::int64_t> first_stage_layers;  ///< --decoder-first-pipeline-num-layers
   std::optional<std::int64_t> last_stage_layers;   ///< --decoder-last-pipeline-num-layers
-  bool account_for_embedding = false;  ///< --account-for-embedding-in-pipeline-split
-  bool account_for_loss = false;       ///< --account-for-loss-in-pipeline-split
+  bool account_for_embedding = false;              ///< --account-for-embedding-in-pipeline-split
+  bool account_for_loss = false;                   ///< --account-for-loss-in-pipeline-split
   /// --pipeline-model-parallel-layout, e.g. "Et*3|(tt|)*29m|L" (sets vpp); "" for none.
   std::string layout;
   std::int64_t mtp_num_layers = 0;
@@ -38,10 +38,10 @@ struct ChunkPlacement {
   std::int64_t chunk = 0;
   std::vector<std::int64_t> layers;      ///< global 0-based decoder layer indices
   std::vector<std::int64_t> mtp_layers;  ///< 0-based multi-token prediction layer indices
-  bool pre_process = false;   ///< the first chunk of the first stage: the embedding
-  bool post_process = false;  ///< the last chunk of the last stage: the output layer
-  bool final_norm = false;    ///< the decoder's final norm
-  bool pipeline_parallel = false;  ///< pp > 1: tied weights live on several stages
+  bool pre_process = false;              ///< the first chunk of the first stage: the embedding
+  bool post_process = false;             ///< the last chunk of the last stage: the output layer
+  bool final_norm = false;               ///< the decoder's final norm
+  bool pipeline_parallel = false;        ///< pp > 1: tied weights live on several stages
   /// Decoder layers before this chunk (Megatron-LM's get_transformer_layer_offset).
   std::int64_t layer_offset = 0;
 

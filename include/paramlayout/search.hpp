@@ -21,7 +21,16 @@ namespace paramlayout {
 
 /// What a search may vary. A dimension the launch line already gives is fixed.
 enum class SearchDimension : std::uint8_t {
-  tp, pp, vpp, cp, ep, etp, split, sequence_parallel, recompute, distributed_optimizer,
+  tp,
+  pp,
+  vpp,
+  cp,
+  ep,
+  etp,
+  split,
+  sequence_parallel,
+  recompute,
+  distributed_optimizer,
   optimizer_instances,
 };
 inline constexpr std::size_t kSearchDimensions = 11;
@@ -56,7 +65,7 @@ struct SearchCandidate {
   Recompute recompute = Recompute::none;
   bool distributed_optimizer = false;
   std::int64_t optimizer_instances = 1;  ///< --num-distributed-optimizer-instances
-  RankMemory heaviest;  ///< the stage whose peak is the largest
+  RankMemory heaviest;                   ///< the stage whose peak is the largest
   StepEstimate step;
 };
 
@@ -104,8 +113,8 @@ std::optional<RankBy> parse_rank_by(std::string_view name);
 /// Orders `candidates`: those whose peak plus `headroom` fits in `gpu_bytes` first (all of
 /// them without a GPU), each group by `rank_by` (time: the step estimate; memory: the peak;
 /// traffic: bytes sent per step; bubble: its share), ties by fewer model-parallel ranks.
-void rank_candidates(std::vector<SearchCandidate>& candidates, std::optional<std::int64_t> gpu_bytes,
-                     std::int64_t headroom, RankBy rank_by);
+void rank_candidates(std::vector<SearchCandidate>& candidates,
+                     std::optional<std::int64_t> gpu_bytes, std::int64_t headroom, RankBy rank_by);
 
 /// Whether a candidate's peak plus `headroom` fits in `gpu_bytes`.
 bool fits(const SearchCandidate& candidate, std::int64_t gpu_bytes, std::int64_t headroom);

@@ -24,10 +24,10 @@ double padding_share_percent(std::int64_t padding, std::int64_t param_elements);
 /// shards (distributed optimizer, layerwise); an unpadded one all-reduces each grad bucket
 /// over its data-parallel ranks (plain DDP).
 struct BufferTraffic {
-  std::int64_t ranks = 1;            ///< the ranks each bucket's collective spans
+  std::int64_t ranks = 1;  ///< the ranks each bucket's collective spans
   std::int64_t buckets = 0;
-  std::int64_t smallest_bucket = 0;  ///< elements
-  std::int64_t largest_bucket = 0;   ///< elements
+  std::int64_t smallest_bucket = 0;       ///< elements
+  std::int64_t largest_bucket = 0;        ///< elements
   std::int64_t reduce_scatter_bytes = 0;  ///< the grad buckets' bytes, each rank's input
   std::int64_t all_gather_bytes = 0;      ///< the param buckets' bytes, each rank's output
   std::int64_t all_reduce_bytes = 0;      ///< the grad buckets' bytes (unpadded buffers)

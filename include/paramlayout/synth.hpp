@@ -16,20 +16,20 @@ namespace paramlayout {
 
 /// How the model is split, as Megatron-LM's options name it.
 struct SynthOptions {
-  std::int64_t tp = 1;     ///< tensor parallel
-  std::int64_t pp = 1;     ///< pipeline parallel
-  std::int64_t stage = 0;  ///< this chunk's pipeline stage, 0-based
-  std::int64_t ep = 1;     ///< expert parallel
-  std::int64_t etp = 0;    ///< expert tensor parallel; 0: same as tp
+  std::int64_t tp = 1;                    ///< tensor parallel
+  std::int64_t pp = 1;                    ///< pipeline parallel
+  std::int64_t stage = 0;                 ///< this chunk's pipeline stage, 0-based
+  std::int64_t ep = 1;                    ///< expert parallel
+  std::int64_t etp = 0;                   ///< expert tensor parallel; 0: same as tp
   std::int64_t vocab_divisible_by = 128;  ///< Megatron pads the vocab to a multiple of this x tp
   DType dtype = DType::bfloat16;
 };
 
 /// A synthesized chunk: its params in `named_parameters()` order, and where it came from.
 struct SynthModel : ModelChunk {
-  std::string architecture;  ///< the config's architecture, e.g. "LlamaForCausalLM"
-  std::string model;         ///< the manifest's `model`
-  ParallelConfig parallel;   ///< recorded in the manifest
+  std::string architecture;        ///< the config's architecture, e.g. "LlamaForCausalLM"
+  std::string model;               ///< the manifest's `model`
+  ParallelConfig parallel;         ///< recorded in the manifest
   std::vector<std::string> notes;  ///< where the params differ from the checkpoint's tensors
 };
 

@@ -20,7 +20,7 @@ namespace paramlayout {
 namespace verify {
 class Backend;
 class Peers;
-}
+}  // namespace verify
 
 /// The processes one verify run spans: this one alone, or one per GPU when an MPI launcher
 /// (mpirun, srun) started several, which then bootstrap NCCL together. Join first, before
@@ -64,7 +64,7 @@ struct VerifyProgress {
 
 struct VerifyOptions {
   BackendChoice backend = BackendChoice::automatic;
-  int gpus = 0;                 ///< GPUs (nccl) or simulated devices (cpu) to use; 0: default
+  int gpus = 0;                  ///< GPUs (nccl) or simulated devices (cpu) to use; 0: default
   double timeout_seconds = 300;  ///< a collective that takes longer is aborted
   /// Largest number of elements each device block moves per collective; 0: the backend's
   /// memory budget decides. A bucket larger than that is verified in chunks.
@@ -114,7 +114,7 @@ struct ElementMismatch {
   std::int64_t bucket = 0;
   std::string round;  ///< "grads (reduce-scatter)" or "params (all-gather)"
   std::int64_t rank = 0;
-  std::string param;  ///< empty for padding
+  std::string param;         ///< empty for padding
   std::int64_t element = 0;  ///< within the param
   std::int64_t offset = 0;   ///< within the buffer
   std::string expected;
@@ -157,7 +157,7 @@ class VerifySession {
   Result<std::unique_ptr<verify::Backend>> start_backend(std::vector<std::string>& notes);
 
   VerifyOptions options_;
-  std::unique_ptr<verify::Peers> solo_;  ///< this process alone, when options_ name none
+  std::unique_ptr<verify::Peers> solo_;       ///< this process alone, when options_ name none
   std::unique_ptr<verify::Backend> backend_;  ///< holds on to the peers
 };
 

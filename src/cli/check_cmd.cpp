@@ -4,8 +4,8 @@
 #include "check_job.hpp"
 #include "commands.hpp"
 #include "inputs.hpp"
-#include "job_input.hpp"
 #include "io.hpp"
+#include "job_input.hpp"
 #include "paramlayout/check.hpp"
 
 namespace paramlayout::cli {
@@ -44,8 +44,9 @@ void setup_check(CLI::App& sub, CheckCommand& command) {
 Result<ExitCode> run_check(const CheckCommand& command) {
   if (is_job_input(command.layout)) return run_check_job(command);
   if (!command.against_log.empty()) {
-    return Error{"--against-log holds a job against its logs: give the job's directory or "
-                 "job.json"};
+    return Error{
+        "--against-log holds a job against its logs: give the job's directory or "
+        "job.json"};
   }
   if (Result<void> usage = layout_or_job_usage(false, command.layout, command.manifest); !usage) {
     return usage.error();
@@ -66,8 +67,8 @@ Result<ExitCode> run_check(const CheckCommand& command) {
   const std::string name = display_name(command.layout);
   if (violations.empty()) {
     fmt::print("{}: holds: {} params, {} buffer{}, {} buckets keep every promise{}\n", name,
-               param_count(layout), layout.buffers.size(),
-               layout.buffers.size() == 1 ? "" : "s", bucket_count(layout),
+               param_count(layout), layout.buffers.size(), layout.buffers.size() == 1 ? "" : "s",
+               bucket_count(layout),
                command.replan ? ", and a fresh plan gives the same layout" : "");
     return kExitOk;
   }

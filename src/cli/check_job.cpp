@@ -9,9 +9,9 @@
 #include <regex>
 #include <set>
 
-#include "job_directory.hpp"
 #include "inputs.hpp"
 #include "io.hpp"
+#include "job_directory.hpp"
 #include "job_input.hpp"
 #include "launch.hpp"
 #include "paramlayout/check_job.hpp"
@@ -110,10 +110,11 @@ std::vector<Violation> strangers(const LoadedJob& job) {
 Result<std::vector<Violation>> compare_with_launch(const LoadedJob& job) {
   const JobRecord& record = job.job.record;
   if (!record.launch) {
-    return Error{fmt::format("{}: --replan needs the launch job.json records, and this one "
-                             "records none (written by {}); plan it again with `paramlayout "
-                             "job ... -o DIR`",
-                             job.job.json_path, record.generator)};
+    return Error{
+        fmt::format("{}: --replan needs the launch job.json records, and this one "
+                    "records none (written by {}); plan it again with `paramlayout "
+                    "job ... -o DIR`",
+                    job.job.json_path, record.generator)};
   }
   Result<PlannedLaunch> planned = plan_launch(*record.launch, job.job.dir);
   if (!planned) return Error{"--replan: " + planned.error().message};
@@ -139,7 +140,8 @@ Result<std::vector<Violation>> compare_with_launch(const LoadedJob& job) {
       std::string what = fmt::format("{} differs from what the launch gives today", name);
       if (name == c.record->layout) {
         if (Result<Layout> replanned = parse_layout(now->content, name)) {
-          if (Result<LayoutDiff> d = diff_layouts(c.layout, *replanned)) what += ": " + d->verdict();
+          if (Result<LayoutDiff> d = diff_layouts(c.layout, *replanned))
+            what += ": " + d->verdict();
         }
       } else if (Result<Manifest> remade = parse_manifest(now->content, name)) {
         what += ": " + param_changes(c.manifest, *remade);
@@ -186,11 +188,11 @@ Result<DdpLog> read_logs(const std::vector<std::string>& paths, std::uint64_t ma
 
 /// "; the log agrees: 12 bucket reports (12 of 12 buffers), 4 param counts".
 std::string log_line(const DdpLog& log, const LogComparison& c) {
-  return fmt::format("; the log agrees: {} bucket report{} ({} of {} buffers), {} param "
-                     "count{}",
-                     log.buffers.size(), log.buffers.size() == 1 ? "" : "s",
-                     c.buffers_reported, c.buffers, c.param_counts,
-                     c.param_counts == 1 ? "" : "s");
+  return fmt::format(
+      "; the log agrees: {} bucket report{} ({} of {} buffers), {} param "
+      "count{}",
+      log.buffers.size(), log.buffers.size() == 1 ? "" : "s", c.buffers_reported, c.buffers,
+      c.param_counts, c.param_counts == 1 ? "" : "s");
 }
 
 std::string holds_line(const LoadedJob& job, bool replanned) {
@@ -204,12 +206,12 @@ std::string holds_line(const LoadedJob& job, bool replanned) {
     return fmt::format("{} {}{}", group_digits(static_cast<std::int64_t>(n)), noun,
                        n == 1 ? "" : "s");
   };
-  return fmt::format("{}: holds: {}, {} in {} and {} keep every promise, and job.json agrees "
-                     "with its files{}",
-                     job.job.json_path, counted(job.chunks.size(), "chunk"),
-                     counted(params, "param"), counted(buffers, "buffer"),
-                     counted(buckets, "bucket"),
-                     replanned ? "; the recorded launch plans the same job today" : "");
+  return fmt::format(
+      "{}: holds: {}, {} in {} and {} keep every promise, and job.json agrees "
+      "with its files{}",
+      job.job.json_path, counted(job.chunks.size(), "chunk"), counted(params, "param"),
+      counted(buffers, "buffer"), counted(buckets, "bucket"),
+      replanned ? "; the recorded launch plans the same job today" : "");
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ struct PlanCommand {
   std::string output;  ///< "" for stdout
   bool quiet = false;
   bool timings = false;
-  double link_gbps = 0;  ///< 0: no time estimate
+  double link_gbps = 0;                             ///< 0: no time estimate
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 void setup_plan(CLI::App& sub, PlanCommand& command);
@@ -46,7 +46,7 @@ struct CheckCommand {
   std::string manifest;
   bool replan = false;
   std::vector<std::string> against_log;  ///< --against-log: Megatron-LM logs ("-": stdin)
-  std::size_t limit = 0;  ///< 0: print every broken promise
+  std::size_t limit = 0;                 ///< 0: print every broken promise
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 void setup_check(CLI::App& sub, CheckCommand& command);
@@ -56,8 +56,8 @@ Result<ExitCode> run_check(const CheckCommand& command);
 inline constexpr std::int64_t kDefaultMaxVerifyElements = std::int64_t{1} << 40;
 
 struct VerifyCommand {
-  std::string layout;    ///< a layout, or a job (its directory or job.json)
-  std::string manifest;  ///< a layout's; "" with a job
+  std::string layout;                 ///< a layout, or a job (its directory or job.json)
+  std::string manifest;               ///< a layout's; "" with a job
   std::optional<std::int64_t> stage;  ///< a job's chunks of this stage only
   std::optional<std::int64_t> chunk;  ///< a job's chunk C of each stage only
   std::string backend = "auto";
@@ -84,7 +84,7 @@ Result<ExitCode> run_diff(const DiffCommand& command);
 
 struct RenderCommand {
   std::string layout;
-  std::string output;  ///< "" for stdout
+  std::string output;                               ///< "" for stdout
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 void setup_render(CLI::App& sub, RenderCommand& command);
@@ -94,8 +94,8 @@ struct StatsCommand {
   std::string layout;
   std::string manifest;
   bool json = false;
-  double link_gbps = 0;  ///< 0: no time estimate
-  GpuMemoryOptions gpu;  ///< --gpu-memory, --headroom (a job's)
+  double link_gbps = 0;                             ///< 0: no time estimate
+  GpuMemoryOptions gpu;                             ///< --gpu-memory, --headroom (a job's)
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 void setup_stats(CLI::App& sub, StatsCommand& command);
@@ -113,7 +113,7 @@ struct SynthCommand {
   std::string model;   ///< "" for a name made from the config's path and the splits
   std::string output;  ///< "" for stdout
   bool quiet = false;
-  bool list = false;  ///< print the architectures and stop
+  bool list = false;                                ///< print the architectures and stop
   std::uint64_t max_input = kDefaultMaxInputBytes;  ///< --max-input-size
 };
 void setup_synth(CLI::App& sub, SynthCommand& command);
@@ -122,9 +122,9 @@ Result<ExitCode> run_synth(const SynthCommand& command);
 struct JobCommand {
   std::int64_t world_size = 0;  ///< 0: not given
   std::string from;             ///< "" or an earlier job whose launch is replayed
-  std::string hf_config;  ///< "" when the model arguments describe the model
-  std::string output;     ///< "" for the summary only
-  bool replace = false;   ///< replace `output` even when it holds files not a job's
+  std::string hf_config;        ///< "" when the model arguments describe the model
+  std::string output;           ///< "" for the summary only
+  bool replace = false;         ///< replace `output` even when it holds files not a job's
   std::string packer = "megatron";
   std::string model;  ///< "" for a name from the config's path
   bool quiet = false;
@@ -141,7 +141,7 @@ struct SearchCommand {
   GpuMemoryOptions gpu;   ///< --gpu-memory, --headroom
   std::vector<std::int64_t> tp, pp, vpp, cp, ep, etp;  ///< empty: every size the world allows
   std::int64_t max_pp = 0;
-  std::vector<std::string> fix;  ///< dimensions not varied
+  std::vector<std::string> fix;   ///< dimensions not varied
   std::vector<std::string> vary;  ///< dimensions fixed by default, to vary
   std::string rank_by = "time";
   std::size_t top = 10;

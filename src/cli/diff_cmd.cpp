@@ -44,12 +44,14 @@ void print_list(const LayoutDiff& d, std::string_view title, std::size_t limit,
   for (std::size_t i = 0; i < shown; ++i) {
     const ParamChange& c = *rows[i];
     if (show_owners) {
-      fmt::print("  {:<{}}  {} -> {}\n", c.name, width, owners_text(c.before), owners_text(c.after));
+      fmt::print("  {:<{}}  {} -> {}\n", c.name, width, owners_text(c.before),
+                 owners_text(c.after));
     } else {
       fmt::print("  {:<{}}  {} -> {}\n", c.name, width, place_text(c.before), place_text(c.after));
     }
   }
-  if (shown < rows.size()) fmt::print("  ... and {} more (--limit 0 shows all)\n", rows.size() - shown);
+  if (shown < rows.size())
+    fmt::print("  ... and {} more (--limit 0 shows all)\n", rows.size() - shown);
 }
 
 void print_text(const LayoutDiff& d, std::size_t limit) {
@@ -84,11 +86,16 @@ void print_text(const LayoutDiff& d, std::size_t limit) {
   fmt::print("  grads       {:>12} {:>12}\n", bytes(d.bytes_before.grads),
              bytes(d.bytes_after.grads));
 
-  print_list(d, "added", limit, [](const ParamChange& c) { return !c.before; }, false);
-  print_list(d, "removed", limit, [](const ParamChange& c) { return !c.after; }, false);
-  print_list(d, "resized", limit, [](const ParamChange& c) { return c.resized; }, false);
-  print_list(d, "moved", limit, [](const ParamChange& c) { return c.moved; }, false);
-  print_list(d, "owner changed", limit, [](const ParamChange& c) { return c.owner_changed; }, true);
+  print_list(
+      d, "added", limit, [](const ParamChange& c) { return !c.before; }, false);
+  print_list(
+      d, "removed", limit, [](const ParamChange& c) { return !c.after; }, false);
+  print_list(
+      d, "resized", limit, [](const ParamChange& c) { return c.resized; }, false);
+  print_list(
+      d, "moved", limit, [](const ParamChange& c) { return c.moved; }, false);
+  print_list(
+      d, "owner changed", limit, [](const ParamChange& c) { return c.owner_changed; }, true);
 }
 
 }  // namespace
@@ -116,10 +123,11 @@ Result<ExitCode> run_diff(const DiffCommand& command) {
     if (Result<std::string> text = read_file(layout, command.max_input); !text) {
       return text.error();
     }
-    return Error{fmt::format("{} is a job and {} is not: diff compares two jobs (directories or "
-                             "job.json) or two layouts",
-                             old_job ? command.old_layout : command.new_layout,
-                             old_job ? command.new_layout : command.old_layout)};
+    return Error{
+        fmt::format("{} is a job and {} is not: diff compares two jobs (directories or "
+                    "job.json) or two layouts",
+                    old_job ? command.old_layout : command.new_layout,
+                    old_job ? command.new_layout : command.old_layout)};
   }
   Result<Layout> before = load_layout(command.old_layout, command.max_input);
   if (!before) return before.error();

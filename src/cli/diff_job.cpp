@@ -70,16 +70,15 @@ void print_options(const JobDiff& d, std::size_t limit) {
   if (d.peak_differs()) {
     const RankMemory& a = *d.peak_before;
     const RankMemory& b = *d.peak_after;
-    rows.emplace_back(
-        "heaviest peak",
-        fmt::format("stage {}: {} per rank (persistent {}, activations {})",
-                    change(std::to_string(a.stage), std::to_string(b.stage)),
-                    change(human_bytes(static_cast<double>(a.peak_bytes)),
-                           human_bytes(static_cast<double>(b.peak_bytes))),
-                    change(human_bytes(static_cast<double>(a.persistent_bytes)),
-                           human_bytes(static_cast<double>(b.persistent_bytes))),
-                    change(human_bytes(static_cast<double>(a.activation_bytes)),
-                           human_bytes(static_cast<double>(b.activation_bytes)))));
+    rows.emplace_back("heaviest peak",
+                      fmt::format("stage {}: {} per rank (persistent {}, activations {})",
+                                  change(std::to_string(a.stage), std::to_string(b.stage)),
+                                  change(human_bytes(static_cast<double>(a.peak_bytes)),
+                                         human_bytes(static_cast<double>(b.peak_bytes))),
+                                  change(human_bytes(static_cast<double>(a.persistent_bytes)),
+                                         human_bytes(static_cast<double>(b.persistent_bytes))),
+                                  change(human_bytes(static_cast<double>(a.activation_bytes)),
+                                         human_bytes(static_cast<double>(b.activation_bytes)))));
   }
   if (rows.empty()) return;
   fmt::print("\noptions and sizes:\n");

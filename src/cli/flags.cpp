@@ -40,10 +40,20 @@ CLI::Validator byte_size(std::uint64_t min, std::uint64_t max) {
         std::uint64_t unit = 1;
         if (!digits.empty()) {
           switch (digits.back()) {
-            case 'K': case 'k': unit = std::uint64_t{1} << 10; break;
-            case 'M': case 'm': unit = std::uint64_t{1} << 20; break;
-            case 'G': case 'g': unit = std::uint64_t{1} << 30; break;
-            default: break;
+            case 'K':
+            case 'k':
+              unit = std::uint64_t{1} << 10;
+              break;
+            case 'M':
+            case 'm':
+              unit = std::uint64_t{1} << 20;
+              break;
+            case 'G':
+            case 'g':
+              unit = std::uint64_t{1} << 30;
+              break;
+            default:
+              break;
           }
           if (unit > 1) digits.remove_suffix(1);
         }
@@ -70,8 +80,8 @@ CLI::Validator positive_number_up_to(double max, std::string_view what) {
         auto [ptr, ec] = std::from_chars(text.data(), end, value);
         if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(value) ||
             value <= 0 || value > max) {
-          return fmt::format("expected a number of {} above 0 and at most {}, got '{}'", what,
-                             max, excerpt(text));
+          return fmt::format("expected a number of {} above 0 and at most {}, got '{}'", what, max,
+                             excerpt(text));
         }
         return {};
       },
@@ -84,19 +94,21 @@ CLI::Validator dtype_name() {
   return CLI::Validator(
       [](const std::string& text) -> std::string {
         if (parse_dtype_alias(text)) return {};
-        return fmt::format("expected bfloat16 (bf16), float16 (fp16, half) or float32 (fp32, "
-                           "float), got '{}'",
-                           excerpt(text));
+        return fmt::format(
+            "expected bfloat16 (bf16), float16 (fp16, half) or float32 (fp32, "
+            "float), got '{}'",
+            excerpt(text));
       },
       "");
 }
 
-CLI::Validator one_of(std::initializer_list<std::string_view> choices,
-                      bool or_positive_integer) {
+CLI::Validator one_of(std::initializer_list<std::string_view> choices, bool or_positive_integer) {
   std::vector<std::string> words(choices.begin(), choices.end());
   std::string expected = fmt::format("{}", fmt::join(words, ", "));
-  if (or_positive_integer) expected = "an integer >= 1 or " + expected;
-  else expected = "one of " + expected;
+  if (or_positive_integer)
+    expected = "an integer >= 1 or " + expected;
+  else
+    expected = "one of " + expected;
   return CLI::Validator(
       [words, expected, or_positive_integer](const std::string& text) -> std::string {
         for (const std::string& w : words) {

@@ -50,9 +50,10 @@ void add_layout_or_job(CLI::App& sub, std::string& layout_path, std::string& man
 Result<void> layout_or_job_usage(bool job, const std::string& layout_path,
                                  const std::string& manifest_path) {
   if (job && !manifest_path.empty()) {
-    return Error{fmt::format("--manifest: {} is a job, whose chunks name their own manifests; "
-                             "drop --manifest",
-                             display_name(layout_path))};
+    return Error{
+        fmt::format("--manifest: {} is a job, whose chunks name their own manifests; "
+                    "drop --manifest",
+                    display_name(layout_path))};
   }
   if (!job && manifest_path.empty()) {
     return Error{fmt::format("--manifest is required: {} is a layout, not a job",

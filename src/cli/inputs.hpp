@@ -28,8 +28,9 @@ Result<LayoutWithManifest> load_layout_with_manifest(const std::string& layout_p
                                                      const std::string& manifest_path,
                                                      std::uint64_t max_bytes);
 /// Their command-line arguments: LAYOUT and the required --manifest.
-void add_layout_with_manifest(CLI::App& sub, std::string& layout_path, std::string& manifest_path,
-                              const std::string& manifest_help = "The manifest it was planned from");
+void add_layout_with_manifest(
+    CLI::App& sub, std::string& layout_path, std::string& manifest_path,
+    const std::string& manifest_help = "The manifest it was planned from");
 
 /// LAYOUT, which may also name a job (its directory or job.json), and --manifest, which only
 /// a layout takes; layout_or_job_usage says which was given wrongly.

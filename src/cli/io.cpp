@@ -173,8 +173,8 @@ Result<void> write_output(const std::string& path, std::string_view content) {
     return write_directly(path, content);
   }
   if (!S_ISREG(st.st_mode)) {
-    return Error{fmt::format("{}: not a regular file, a character device or a FIFO",
-                             excerpt(path))};
+    return Error{
+        fmt::format("{}: not a regular file, a character device or a FIFO", excerpt(path))};
   }
   // An existing file, maybe behind symbolic links: replace the file, keep the links.
   std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
@@ -191,8 +191,7 @@ OutputKind output_kind(const std::string& path) {
   return OutputKind::file;
 }
 
-Result<std::string> output_target(const std::string& output,
-                                  const std::string& name_in_directory) {
+Result<std::string> output_target(const std::string& output, const std::string& name_in_directory) {
   switch (output_kind(output)) {
     case OutputKind::standard_output:
       return std::string("-");
@@ -202,8 +201,9 @@ Result<std::string> output_target(const std::string& output,
       break;
   }
   if (name_in_directory.empty()) {
-    return Error{"-o DIR/ names the output after its input file, and '-' (stdin) has no name: "
-                 "give -o FILE"};
+    return Error{
+        "-o DIR/ names the output after its input file, and '-' (stdin) has no name: "
+        "give -o FILE"};
   }
   if (Result<void> made = make_output_directory(output); !made) return made.error();
   return (std::filesystem::path(output) / name_in_directory).string();

@@ -38,14 +38,15 @@ Result<LaunchInput> launch_input(const JobCommand& c) {
     return LaunchInput{std::move(launch), std::nullopt, {}};
   }
   if (c.world_size != 0 || !c.hf_config.empty() || !c.args.empty() || !c.model.empty()) {
-    return Error{"--from replays the launch job.json records: give no --world-size, "
-                 "--hf-config, --model or arguments with it"};
+    return Error{
+        "--from replays the launch job.json records: give no --world-size, "
+        "--hf-config, --model or arguments with it"};
   }
   Result<JobInput> job = read_job_record(c.from, kDefaultMaxInputBytes);
   if (!job) return job.error();
   if (!job->record.launch) {
-    return Error{fmt::format("{}: records no launch to replay (written by {})",
-                             job->json_path, job->record.generator)};
+    return Error{fmt::format("{}: records no launch to replay (written by {})", job->json_path,
+                             job->record.generator)};
   }
   return LaunchInput{*job->record.launch, job->dir, job->record.generator};
 }
@@ -98,11 +99,12 @@ void setup_job(CLI::App& sub, JobCommand& command) {
   sub.add_option("ARGS", command.args,
                  "Megatron-LM's training arguments, after --, as in the launch script")
       ->type_name("-- ARGS...");
-  sub.footer("Example:\n  paramlayout job --world-size 64 -o job/ -- --num-layers 32 "
-             "--hidden-size 4096 \\\n    --num-attention-heads 32 --seq-length 4096 "
-             "--max-position-embeddings 4096 --vocab-size 128256 \\\n"
-             "    --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --bf16 "
-             "--use-distributed-optimizer");
+  sub.footer(
+      "Example:\n  paramlayout job --world-size 64 -o job/ -- --num-layers 32 "
+      "--hidden-size 4096 \\\n    --num-attention-heads 32 --seq-length 4096 "
+      "--max-position-embeddings 4096 --vocab-size 128256 \\\n"
+      "    --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --bf16 "
+      "--use-distributed-optimizer");
 }
 
 Result<ExitCode> run_job(const JobCommand& command) {
@@ -136,11 +138,11 @@ Result<ExitCode> run_job(const JobCommand& command) {
   }
   if (!command.quiet) {
     const DType grad = job.grad_reduce_in_fp32 ? DType::float32 : job.param_dtype;
-    print_job_header(stdout, record,
-                     {.experts = job.model.moe.num_experts > 0,
-                      .expert_buffers = has_expert_buffers(plan),
-                      .optimizer_state =
-                          describe_optimizer_state(job.optimizer, job.param_dtype, grad)});
+    print_job_header(
+        stdout, record,
+        {.experts = job.model.moe.num_experts > 0,
+         .expert_buffers = has_expert_buffers(plan),
+         .optimizer_state = describe_optimizer_state(job.optimizer, job.param_dtype, grad)});
     print_job_table(stdout, record, *stats);
     print_memory_table(stdout, describe_activation_inputs(job), *memory, *gpu,
                        command.gpu.headroom_bytes());

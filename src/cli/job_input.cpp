@@ -38,12 +38,12 @@ void read_config_copy(LoadedJob& job, std::uint64_t max_bytes) {
     if (f.copy.empty()) continue;
     Result<std::string> text = read_file((job.job.dir / f.copy).string(), max_bytes);
     if (!text) {
-      job.not_as_recorded.push_back(fmt::format("{}: the copy of {} job.json records: {}",
-                                                f.copy, excerpt(f.given), text.error().message));
+      job.not_as_recorded.push_back(fmt::format("{}: the copy of {} job.json records: {}", f.copy,
+                                                excerpt(f.given), text.error().message));
     } else if (const std::string actual = sha256_hex(*text); actual != f.sha256) {
-      job.not_as_recorded.push_back(fmt::format(
-          "{} is not the copy of {} job.json records (SHA-256 {}, job.json records {})", f.copy,
-          excerpt(f.given), actual.substr(0, 12), f.sha256.substr(0, 12)));
+      job.not_as_recorded.push_back(
+          fmt::format("{} is not the copy of {} job.json records (SHA-256 {}, job.json records {})",
+                      f.copy, excerpt(f.given), actual.substr(0, 12), f.sha256.substr(0, 12)));
     } else {
       job.config_copy = std::move(*text);
     }
@@ -111,11 +111,11 @@ Result<LoadedJob> load_job(const std::string& path, std::uint64_t max_bytes) {
 
 Result<void> require_as_recorded(const LoadedJob& job) {
   if (job.not_as_recorded.empty()) return {};
-  return Error{fmt::format("{}: its files are not the ones it names ({} file{}); `paramlayout "
-                           "check {}` says more:\n  {}",
-                           job.job.json_path, job.not_as_recorded.size(),
-                           job.not_as_recorded.size() == 1 ? "" : "s", job.job.json_path,
-                           fmt::join(job.not_as_recorded, "\n  "))};
+  return Error{fmt::format(
+      "{}: its files are not the ones it names ({} file{}); `paramlayout "
+      "check {}` says more:\n  {}",
+      job.job.json_path, job.not_as_recorded.size(), job.not_as_recorded.size() == 1 ? "" : "s",
+      job.job.json_path, fmt::join(job.not_as_recorded, "\n  "))};
 }
 
 }  // namespace paramlayout::cli

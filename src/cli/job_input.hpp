@@ -21,8 +21,8 @@ bool is_job_input(const std::string& path);
 
 /// job.json read: where it is and what it says.
 struct JobInput {
-  std::string json_path;          ///< as messages name it
-  std::filesystem::path dir;      ///< the directory its file names are relative to
+  std::string json_path;      ///< as messages name it
+  std::filesystem::path dir;  ///< the directory its file names are relative to
   JobRecord record;
 };
 

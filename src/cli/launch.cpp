@@ -54,9 +54,10 @@ Result<PlannedLaunch> plan_launch(const LaunchRecord& launch,
   if (launch.hf_config) {
     const std::optional<fs::path> at = locator.locate(*launch.hf_config);
     if (!at) {
-      return Error{fmt::format("job.json's launch names the config {} but does not list it in "
-                               "its files",
-                               excerpt(*launch.hf_config))};
+      return Error{
+          fmt::format("job.json's launch names the config {} but does not list it in "
+                      "its files",
+                      excerpt(*launch.hf_config))};
     }
     Result<std::string> text = read_file(at->string());
     if (!text) return text.error();
@@ -82,9 +83,10 @@ Result<PlannedLaunch> plan_launch(const LaunchRecord& launch,
   if (std::optional<Packer> packer = parse_packer(launch.packer)) {
     spec->packer = *packer;
   } else {
-    return Error{fmt::format("job.json's launch: packer: expected \"megatron\" or \"balanced\", "
-                             "got \"{}\"",
-                             excerpt(launch.packer))};
+    return Error{
+        fmt::format("job.json's launch: packer: expected \"megatron\" or \"balanced\", "
+                    "got \"{}\"",
+                    excerpt(launch.packer))};
   }
   Result<JobPlan> plan = plan_job(*spec);
   if (!plan) return plan.error();
@@ -121,12 +123,12 @@ std::vector<std::string> changed_files(const LaunchRecord& recorded,
       if (f.given == r.given) now = &f;
     }
     if (now == nullptr) {
-      changed.push_back(fmt::format("{} ({}), which the job read, is gone", excerpt(r.given),
-                                    excerpt(r.path)));
+      changed.push_back(
+          fmt::format("{} ({}), which the job read, is gone", excerpt(r.given), excerpt(r.path)));
     } else if (now->sha256 != r.sha256) {
-      changed.push_back(fmt::format("{} changed since the job was planned (SHA-256 {} then, {} now)",
-                                    excerpt(now->location.string()), r.sha256.substr(0, 12),
-                                    now->sha256.substr(0, 12)));
+      changed.push_back(fmt::format(
+          "{} changed since the job was planned (SHA-256 {} then, {} now)",
+          excerpt(now->location.string()), r.sha256.substr(0, 12), now->sha256.substr(0, 12)));
     }
   }
   return changed;

@@ -32,9 +32,11 @@ template <class Options>
 Command command(std::string name, std::string description, void (*setup)(CLI::App&, Options&),
                 Result<ExitCode> (*run)(const Options&)) {
   auto options = std::make_shared<Options>();
-  Command out{std::move(name), std::move(description),
+  Command out{std::move(name),
+              std::move(description),
               [setup, options](CLI::App& sub) { setup(sub, *options); },
-              [run, options] { return run(*options); }, {}};
+              [run, options] { return run(*options); },
+              {}};
   if constexpr (requires { options->args = std::vector<std::string>{}; }) {
     out.take_launch_args = [options](std::vector<std::string> args) {
       options->args = std::move(args);

@@ -53,11 +53,12 @@ Result<std::optional<GpuBudget>> gpu_budget(const GpuMemoryOptions& options) {
 }
 
 void print_memory_table(std::FILE* out, const std::string& inputs,
-                        const std::vector<RankMemory>& stages,
-                        const std::optional<GpuBudget>& gpu, std::int64_t headroom) {
+                        const std::vector<RankMemory>& stages, const std::optional<GpuBudget>& gpu,
+                        std::int64_t headroom) {
   const bool estimated = !stages.empty() && stages.front().has_activations();
-  fmt::print(out, "\n  memory per rank: persistent exact (DDP's buffers, optimizer state, "
-                  "model buffers), ");
+  fmt::print(out,
+             "\n  memory per rank: persistent exact (DDP's buffers, optimizer state, "
+             "model buffers), ");
   if (estimated) {
     fmt::print(out, "activations and peak estimated\n    for {}\n", inputs);
   } else {
@@ -73,8 +74,7 @@ void print_memory_table(std::FILE* out, const std::string& inputs,
     fmt::print(out, "\n");
   };
   row("stage", "in flight", "persistent", "activations", "peak",
-      gpu ? fmt::format("room on {}", gpu->name.empty() ? bytes_text(gpu->bytes) : gpu->name)
-          : "");
+      gpu ? fmt::format("room on {}", gpu->name.empty() ? bytes_text(gpu->bytes) : gpu->name) : "");
   for (const RankMemory& m : stages) {
     if (!m.has_activations()) {
       row(m.stage, "-", bytes_text(m.persistent_bytes), "-", "-", "");
@@ -94,9 +94,9 @@ void print_memory_table(std::FILE* out, const std::string& inputs,
              bytes_text(top.activation_bytes));
   if (gpu) {
     const std::int64_t room = gpu->bytes - headroom - top.peak_bytes;
-    fmt::print(out, "\n  {} on {} ({}) with {} headroom: {} {}", room >= 0 ? "fits" : "does not fit",
-               gpu->name.empty() ? "the GPU" : gpu->name, bytes_text(gpu->bytes),
-               bytes_text(headroom), bytes_text(room >= 0 ? room : -room),
+    fmt::print(out, "\n  {} on {} ({}) with {} headroom: {} {}",
+               room >= 0 ? "fits" : "does not fit", gpu->name.empty() ? "the GPU" : gpu->name,
+               bytes_text(gpu->bytes), bytes_text(headroom), bytes_text(room >= 0 ? room : -room),
                room >= 0 ? "to spare" : "short");
   }
   fmt::print(out,

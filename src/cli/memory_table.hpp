@@ -34,11 +34,11 @@ void add_gpu_memory_options(CLI::App& sub, GpuMemoryOptions& options);
 /// The GPU `--gpu-memory` names; nullopt without it.
 Result<std::optional<GpuBudget>> gpu_budget(const GpuMemoryOptions& options);
 
-/// Per stage (`inputs`: what the activations are estimated for): micro-batches in flight, persistent, activations, peak and, with `gpu`, the
-/// room left (or missing) once `headroom` bytes are set aside; then the heaviest rank by peak
-/// and what the figures leave out.
+/// Per stage (`inputs`: what the activations are estimated for): micro-batches in flight,
+/// persistent, activations, peak and, with `gpu`, the room left (or missing) once `headroom` bytes
+/// are set aside; then the heaviest rank by peak and what the figures leave out.
 void print_memory_table(std::FILE* out, const std::string& inputs,
-                        const std::vector<RankMemory>& stages,
-                        const std::optional<GpuBudget>& gpu, std::int64_t headroom);
+                        const std::vector<RankMemory>& stages, const std::optional<GpuBudget>& gpu,
+                        std::int64_t headroom);
 
 }  // namespace paramlayout::cli

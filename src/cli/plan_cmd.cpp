@@ -1,9 +1,9 @@
 // paramlayout plan: manifest -> layout JSON, with a summary for people.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <algorithm>
 #include <set>
 
 #include "commands.hpp"
@@ -117,9 +117,13 @@ Result<PlannedChunk> read_and_plan(const std::string& path, const PlanOptions& o
   double plan_ms = 0;
   Result<ChunkPlan> planned = plan_chunk(*manifest, options, &plan_ms);
   if (!planned) return planned.error();
-  return PlannedChunk{std::move(*manifest), std::move(planned->layout),
-                      std::move(planned->stats), {}, read_ms + timings.parse_ms,
-                      timings.validate_ms, plan_ms};
+  return PlannedChunk{std::move(*manifest),
+                      std::move(planned->layout),
+                      std::move(planned->stats),
+                      {},
+                      read_ms + timings.parse_ms,
+                      timings.validate_ms,
+                      plan_ms};
 }
 
 /// Where each chunk's layout goes, by the -o rule (io.hpp): stdout or a file for one
@@ -142,8 +146,9 @@ Result<void> assign_outputs(const PlanCommand& command, std::vector<PlannedChunk
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     const std::string& source = command.manifests[i];
     if (source == "-") {
-      return Error{"-o DIR/ names each layout after its manifest file, and '-' (stdin) has no "
-                   "name: give -o FILE"};
+      return Error{
+          "-o DIR/ names each layout after its manifest file, and '-' (stdin) has no "
+          "name: give -o FILE"};
     }
     const std::string name = std::filesystem::path(source).stem().string() + ".layout.json";
     if (!taken.insert(name).second) {
@@ -167,9 +172,9 @@ void warn_about_job_differences(const PlanCommand& command, const PlannedChunk& 
     // ep x pp).
     const std::int64_t ranks = o.dp * parallel->tp;
     const std::int64_t group = parallel->ep * parallel->etp;
-    const std::string should =
-        ranks % group == 0 ? fmt::format("dp x tp / (ep x etp) = {}", ranks / group)
-                           : std::string("fewer");
+    const std::string should = ranks % group == 0
+                                   ? fmt::format("dp x tp / (ep x etp) = {}", ranks / group)
+                                   : std::string("fewer");
     fmt::print(stderr,
                "paramlayout: warning: {}: its experts are split over ep {} (etp {}), so "
                "Megatron-LM shards their buffers over {} ranks, not dp {}; pass --expert-dp "

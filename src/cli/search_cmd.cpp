@@ -54,9 +54,10 @@ Result<SearchSpace> search_space(const SearchCommand& c) {
   const auto dimension = [](std::string_view option,
                             const std::string& name) -> Result<SearchDimension> {
     if (const std::optional<SearchDimension> d = parse_search_dimension(name)) return *d;
-    return Error{fmt::format("{}: expected tp, pp, vpp, cp, ep, etp, split, sequence-parallel, "
-                             "recompute, distributed-optimizer or optimizer-instances, got '{}'",
-                             option, name)};
+    return Error{
+        fmt::format("{}: expected tp, pp, vpp, cp, ep, etp, split, sequence-parallel, "
+                    "recompute, distributed-optimizer or optimizer-instances, got '{}'",
+                    option, name)};
   };
   for (const std::string& name : c.vary) {
     Result<SearchDimension> d = dimension("--vary", name);
@@ -79,10 +80,11 @@ std::string seconds_text(double s) {
 
 void print_candidates(const std::vector<SearchCandidate>& ranked, std::size_t top,
                       const SearchBudget& budget) {
-  fmt::print("\n  {:>3}  {:>3} {:>3} {:>3} {:>3} {:>3} {:>3} {:>5} {:>3}  {:<9}  {:<4}  {:>5}"
-             "  {:>10}  {:>11}  {:>10}  {:>6}  {:>7}\n",
-             "#", "tp", "pp", "vpp", "cp", "ep", "etp", "dp", "sp", "recompute", "dist",
-             "stage", "peak", budget.gpu_bytes ? "room" : "", "traffic", "bubble", "step");
+  fmt::print(
+      "\n  {:>3}  {:>3} {:>3} {:>3} {:>3} {:>3} {:>3} {:>5} {:>3}  {:<9}  {:<4}  {:>5}"
+      "  {:>10}  {:>11}  {:>10}  {:>6}  {:>7}\n",
+      "#", "tp", "pp", "vpp", "cp", "ep", "etp", "dp", "sp", "recompute", "dist", "stage", "peak",
+      budget.gpu_bytes ? "room" : "", "traffic", "bubble", "step");
   for (std::size_t i = 0; i < std::min(top, ranked.size()); ++i) {
     const SearchCandidate& c = ranked[i];
     const ParallelConfig& p = c.parallel;
@@ -91,15 +93,16 @@ void print_candidates(const std::vector<SearchCandidate>& ranked, std::size_t to
       const std::int64_t r = *budget.gpu_bytes - budget.headroom - c.heaviest.peak_bytes;
       room = (r >= 0 ? "+" : "-") + bytes_text(r >= 0 ? r : -r);
     }
-    fmt::print("  {:>3}  {:>3} {:>3} {:>3} {:>3} {:>3} {:>3} {:>5} {:>3}  {:<9}  {:<4}  {:>5}"
-               "  {:>10}  {:>11}  {:>10}  {:>5.1f}%  {:>7}\n",
-               i + 1, p.tp, p.pp, p.vpp, p.cp, p.ep, p.etp, c.dp,
-               c.sequence_parallel ? "yes" : "-", to_string(c.recompute),
-               c.distributed_optimizer ? "yes" : "no", c.heaviest.stage,
-               bytes_text(c.heaviest.peak_bytes), room, bytes_text(c.step.traffic.total()),
-               100 * c.step.bubble_fraction, seconds_text(c.step.step_seconds()));
-    fmt::print("       {}\n",
-               c.added_args.empty() ? "(your arguments as given)" : fmt::format("{}", fmt::join(c.added_args, " ")));
+    fmt::print(
+        "  {:>3}  {:>3} {:>3} {:>3} {:>3} {:>3} {:>3} {:>5} {:>3}  {:<9}  {:<4}  {:>5}"
+        "  {:>10}  {:>11}  {:>10}  {:>5.1f}%  {:>7}\n",
+        i + 1, p.tp, p.pp, p.vpp, p.cp, p.ep, p.etp, c.dp, c.sequence_parallel ? "yes" : "-",
+        to_string(c.recompute), c.distributed_optimizer ? "yes" : "no", c.heaviest.stage,
+        bytes_text(c.heaviest.peak_bytes), room, bytes_text(c.step.traffic.total()),
+        100 * c.step.bubble_fraction, seconds_text(c.step.step_seconds()));
+    fmt::print("       {}\n", c.added_args.empty()
+                                  ? "(your arguments as given)"
+                                  : fmt::format("{}", fmt::join(c.added_args, " ")));
   }
 }
 
@@ -126,8 +129,7 @@ Result<void> write_candidate_jobs(const SearchCommand& command, const SearchRequ
     LaunchRecord launch;
     launch.world_size = request.world_size;
     launch.args = request.args;
-    launch.args.insert(launch.args.end(), ranked[i].added_args.begin(),
-                       ranked[i].added_args.end());
+    launch.args.insert(launch.args.end(), ranked[i].added_args.begin(), ranked[i].added_args.end());
     if (!command.hf_config.empty()) launch.hf_config = command.hf_config;
     if (!command.model.empty()) launch.model = command.model;
     Result<PlannedLaunch> planned = plan_launch(launch, std::nullopt);
@@ -157,10 +159,14 @@ void setup_search(CLI::App& sub, SearchCommand& command) {
   sub.add_option("--model", command.model, "The model's name in the jobs -o writes");
   add_gpu_memory_options(sub, command.gpu);
   const auto sizes = [&](const char* name, std::vector<std::int64_t>& into, const char* what) {
-    sub.add_option(name, into, what)->allow_extra_args(false)->delimiter(',')->type_name("N,...")->check(
-        integer_in(1, std::int64_t{1} << 24));
+    sub.add_option(name, into, what)
+        ->allow_extra_args(false)
+        ->delimiter(',')
+        ->type_name("N,...")
+        ->check(integer_in(1, std::int64_t{1} << 24));
   };
-  sizes("--tp", command.tp, "Tensor parallel sizes to try (default: every divisor of the world up to --gpus-per-node)");
+  sizes("--tp", command.tp,
+        "Tensor parallel sizes to try (default: every divisor of the world up to --gpus-per-node)");
   sizes("--pp", command.pp, "Pipeline parallel sizes to try");
   sizes("--vpp", command.vpp, "Virtual stages per pipeline rank to try");
   sizes("--cp", command.cp, "Context parallel sizes to try");
@@ -215,9 +221,10 @@ void setup_search(CLI::App& sub, SearchCommand& command) {
   sub.add_option("ARGS", command.args,
                  "Megatron-LM's training arguments that the launch fixes, after --")
       ->type_name("-- ARGS...");
-  sub.footer("Example:\n  paramlayout search --world-size 64 --hf-config llama3-70b.json "
-             "--gpu-memory H100 -- \\\n    --bf16 --micro-batch-size 1 --global-batch-size 512 "
-             "--seq-length 8192");
+  sub.footer(
+      "Example:\n  paramlayout search --world-size 64 --hf-config llama3-70b.json "
+      "--gpu-memory H100 -- \\\n    --bf16 --micro-batch-size 1 --global-batch-size 512 "
+      "--seq-length 8192");
 }
 
 Result<ExitCode> run_search(const SearchCommand& command) {
@@ -234,8 +241,8 @@ Result<ExitCode> run_search(const SearchCommand& command) {
     hf = std::move(*model);
   }
   LaunchRecord named;
-  named.hf_config = command.hf_config.empty() ? std::nullopt
-                                              : std::optional<std::string>(command.hf_config);
+  named.hf_config =
+      command.hf_config.empty() ? std::nullopt : std::optional<std::string>(command.hf_config);
   if (!command.model.empty()) named.model = command.model;
   SearchRequest request;
   request.args = command.args;
@@ -292,21 +299,23 @@ Result<ExitCode> run_search(const SearchCommand& command) {
   for (const SearchCandidate& c : result->candidates) {
     fitting += budget.gpu_bytes && fits(c, *budget.gpu_bytes, budget.headroom);
   }
-  fmt::print("{} on {} GPUs: {} launches Megatron-LM accepts ({} layouts planned)", request.model_name,
-             group_digits(request.world_size), group_digits(static_cast<std::int64_t>(result->candidates.size())),
+  fmt::print("{} on {} GPUs: {} launches Megatron-LM accepts ({} layouts planned)",
+             request.model_name, group_digits(request.world_size),
+             group_digits(static_cast<std::int64_t>(result->candidates.size())),
              group_digits(result->planned));
   if (budget.gpu_bytes) {
     fmt::print("; {} fit on {} with {} headroom", group_digits(static_cast<std::int64_t>(fitting)),
                budget.gpu_name.empty() ? bytes_text(*budget.gpu_bytes) : budget.gpu_name,
                bytes_text(budget.headroom));
   }
-  fmt::print("\n  ranked by {}{}; peak: the heaviest rank's, persistent exact, activations "
-             "estimated\n",
-             command.rank_by, budget.gpu_bytes ? ", those that fit first" : "");
-  fmt::print("  step: compute at {:g} TFLOP/s per GPU, traffic over {:g} Gb/s inside a node of {} "
-             "and {:g} Gb/s between, the bubble; estimates (docs/search.md)\n",
-             command.gpu_tflops, command.intra_node_gbps, command.gpus_per_node,
-             command.link_gbps);
+  fmt::print(
+      "\n  ranked by {}{}; peak: the heaviest rank's, persistent exact, activations "
+      "estimated\n",
+      command.rank_by, budget.gpu_bytes ? ", those that fit first" : "");
+  fmt::print(
+      "  step: compute at {:g} TFLOP/s per GPU, traffic over {:g} Gb/s inside a node of {} "
+      "and {:g} Gb/s between, the bubble; estimates (docs/search.md)\n",
+      command.gpu_tflops, command.intra_node_gbps, command.gpus_per_node, command.link_gbps);
   fmt::print("  each row's second line: the arguments it adds to yours\n");
   print_candidates(result->candidates, command.top, budget);
   print_rejected(*result, command.explain_rejected);

@@ -9,7 +9,6 @@
 #include <limits>
 #include <map>
 
-
 namespace paramlayout::cli {
 namespace {
 
@@ -37,7 +36,10 @@ struct Row {
 };
 
 Row buffer_row(const BufferLayout& b, const BufferStats& s) {
-  return {b.params.size(), b.buckets.size(), b.numel, s.padding,
+  return {b.params.size(),
+          b.buckets.size(),
+          b.numel,
+          s.padding,
           static_cast<double>(b.numel) * dtype_bytes(b.key.param_dtype),
           static_cast<double>(b.numel) * dtype_bytes(b.key.grad_dtype)};
 }
@@ -75,8 +77,8 @@ void print_stats(std::FILE* out, const LayoutStats& s, double link_gbps) {
   }
   if (t.all_gather_bytes > 0) moved.push_back("all-gathers " + bytes_text(t.all_gather_bytes));
   if (t.all_reduce_bytes > 0) moved.push_back("all-reduces " + bytes_text(t.all_reduce_bytes));
-  moved.push_back(fmt::format("sends {} ({:.2f}% padding)", bytes_text(t.sent_bytes),
-                              t.padding_percent()));
+  moved.push_back(
+      fmt::format("sends {} ({:.2f}% padding)", bytes_text(t.sent_bytes), t.padding_percent()));
   fmt::print(out, "  per step, each rank: {}\n", fmt::join(moved, ", "));
   if (link_gbps > 0) {
     fmt::print(out,
@@ -101,11 +103,11 @@ void print_traffic_table(std::FILE* out, const Layout& layout, const LayoutStats
             : short_count(t.smallest_bucket) + "-" + short_count(t.largest_bucket);
     const std::int64_t grads = unpadded ? t.all_reduce_bytes : t.reduce_scatter_bytes;
     fmt::print(out, kRow, describe(b.key), t.ranks, t.buckets, sizes, bytes_text(grads),
-               unpadded ? std::string() : bytes_text(t.all_gather_bytes),
-               bytes_text(t.sent_bytes),
-               fmt::format("{:.2f}%", t.sent_bytes == 0 ? 0.0
-                                      : 100.0 * static_cast<double>(t.padding_sent_bytes) /
-                                            static_cast<double>(t.sent_bytes)));
+               unpadded ? std::string() : bytes_text(t.all_gather_bytes), bytes_text(t.sent_bytes),
+               fmt::format("{:.2f}%", t.sent_bytes == 0
+                                          ? 0.0
+                                          : 100.0 * static_cast<double>(t.padding_sent_bytes) /
+                                                static_cast<double>(t.sent_bytes)));
   }
 }
 
@@ -117,8 +119,9 @@ void warn_if_far_off(const std::string& name, const Manifest& manifest, const La
     return fmt::format("{:.2f}% padding, {} per rank", f.padding_percent(),
                        bytes_text(f.bytes_per_rank.total()));
   };
-  fmt::print(stderr, "paramlayout: warning: {}: layerwise at dp {} pads {:.2f}% of its buffers "
-                     "and needs {} per rank, far more than other plans of it\n",
+  fmt::print(stderr,
+             "paramlayout: warning: {}: layerwise at dp {} pads {:.2f}% of its buffers "
+             "and needs {} per rank, far more than other plans of it\n",
              name, layout.options.dp, stats.padding_percent(),
              bytes_text(stats.bytes_per_rank.total()));
   if (advice->largest_param) {
@@ -144,7 +147,8 @@ void warn_if_far_off(const std::string& name, const Manifest& manifest, const La
   }
   fmt::print(stderr, "\n");
   if (advice->sequential_dp) {
-    fmt::print(stderr, "  for scale, without the layerwise optimizer: --strategy sequential-dp: {}\n",
+    fmt::print(stderr,
+               "  for scale, without the layerwise optimizer: --strategy sequential-dp: {}\n",
                figures(advice->sequential_dp->footprint));
   }
 }
@@ -159,8 +163,7 @@ void print_pipeline_summary(std::FILE* out, const std::vector<ChunkSummary>& chu
     fmt::print(out, kRow, chunks[i].name, t.params, group_digits(t.numel),
                fmt::format("{:.2f}%", padding_share_percent(t.padding, t.numel - t.padding)),
                human_bytes(t.param_bytes), human_bytes(t.grad_bytes));
-    if (chunks[i].stats->bytes_per_rank.total() >
-        chunks[heaviest].stats->bytes_per_rank.total()) {
+    if (chunks[i].stats->bytes_per_rank.total() > chunks[heaviest].stats->bytes_per_rank.total()) {
       heaviest = i;
     }
   }

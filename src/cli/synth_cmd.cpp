@@ -64,8 +64,9 @@ void setup_synth(CLI::App& sub, SynthCommand& command) {
       ->type_name("D")
       ->check(dtype_name())
       ->capture_default_str();
-  sub.add_option("--model", command.model, "The manifest's model name [default: from the "
-                                           "config's path and the splits]");
+  sub.add_option("--model", command.model,
+                 "The manifest's model name [default: from the "
+                 "config's path and the splits]");
   sub.add_option("-o,--output", command.output,
                  "Write the manifest here (atomically) instead of stdout; a directory (a path "
                  "ending in '/' or an existing one, created if missing) gets MODEL.json")
@@ -122,9 +123,9 @@ Result<ExitCode> run_synth(const SynthCommand& command) {
     if (model->vocab_padding > 0) {
       parts += fmt::format(", {} of vocab padding", group_digits(model->vocab_padding));
     }
-    fmt::print(out, "{}: {} ({}), {} params, {} elements{}\n", model->model,
-               model->architecture, display_name(command.config), model->params.size(),
-               group_digits(model->numel()), parts);
+    fmt::print(out, "{}: {} ({}), {} params, {} elements{}\n", model->model, model->architecture,
+               display_name(command.config), model->params.size(), group_digits(model->numel()),
+               parts);
     for (const std::string& note : model->notes) fmt::print(out, "  note: {}\n", note);
   }
   return kExitOk;

@@ -37,10 +37,10 @@ void print_report(const VerifyReport& r, const Layout& layout, const std::string
   print_findings(r, layout, name);
   fmt::print("{}", throughput.line());
   if (r.ok()) {
-    fmt::print("{}: verified: {} buckets, {} elements, every element where it belongs "
-               "({} moved in {:.3f} s of collectives, {:.1f} s in all)\n",
-               name, r.buckets.size(), group_digits(elements), human_bytes(bytes), seconds,
-               r.seconds);
+    fmt::print(
+        "{}: verified: {} buckets, {} elements, every element where it belongs "
+        "({} moved in {:.3f} s of collectives, {:.1f} s in all)\n",
+        name, r.buckets.size(), group_digits(elements), human_bytes(bytes), seconds, r.seconds);
   } else {
     fmt::print("{}: wrong: {} element{} differ{}{}\n", name, r.mismatches,
                r.mismatches == 1 ? "" : "s", r.mismatches == 1 ? "s" : "",
@@ -55,16 +55,15 @@ Result<ExitCode> run_verify_layout(const VerifyCommand& command, ProcessGroup& g
   const bool speaks = group.reports();
   std::optional<std::string> problem;
   Result<LayoutWithManifest> inputs = Error{""};
-  if (Result<void> usage = layout_or_job_usage(false, command.layout, command.manifest);
-      !usage) {
+  if (Result<void> usage = layout_or_job_usage(false, command.layout, command.manifest); !usage) {
     // What is wrong with the file first: one that is missing or not a layout.
     Result<Layout> layout = load_layout(command.layout, command.max_input);
     problem = layout ? usage.error().message : layout.error().message;
   } else if (command.stage || command.chunk) {
     problem = fmt::format("{}: {} is a layout; only a job has stages and chunks to select",
                           command.stage ? "--stage" : "--chunk", display_name(command.layout));
-  } else if (inputs = load_layout_with_manifest(command.layout, command.manifest,
-                                                command.max_input);
+  } else if (inputs =
+                 load_layout_with_manifest(command.layout, command.manifest, command.max_input);
              !inputs) {
     problem = inputs.error().message;
   }
@@ -83,8 +82,7 @@ Result<ExitCode> run_verify_layout(const VerifyCommand& command, ProcessGroup& g
   if (!speaks) return report->ok() ? kExitOk : kExitWrong;
   for (const std::string& note : report->notes) fmt::print(stderr, "paramlayout: note: {}\n", note);
   if (!command.report.empty()) {
-    if (Result<void> written =
-            write_output(command.report, verify_report_json(*report, layout));
+    if (Result<void> written = write_output(command.report, verify_report_json(*report, layout));
         !written) {
       return written.error();
     }

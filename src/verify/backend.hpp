@@ -22,7 +22,7 @@ namespace paramlayout::verify {
 
 /// Consecutive positions of a round buffer holding one param's elements (or padding).
 struct Segment {
-  std::int64_t begin = 0;    ///< position in the buffer
+  std::int64_t begin = 0;  ///< position in the buffer
   std::int64_t length = 0;
   std::int64_t param = -1;   ///< param id (its manifest position), -1 for padding
   std::int64_t element = 0;  ///< the param's element at `begin`
@@ -93,8 +93,7 @@ std::unique_ptr<Backend> make_cpu_backend(std::int64_t devices);
 /// process alone, else over one GPU per process (its local rank's). Fails with a message
 /// when no CUDA device is visible or this build has no CUDA/NCCL; under several processes
 /// every one fails alike, so none is left waiting.
-Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seconds,
-                                                   Peers& peers);
+Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seconds, Peers& peers);
 
 /// The rule for the values device `device` sends in segment `s` of a round.
 ValueRule sent_values(const Round& round, std::int64_t device, const Segment& s);

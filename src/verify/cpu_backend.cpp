@@ -28,9 +28,9 @@ using EncodingTag = std::integral_constant<Encoding, E>;
 
 /// The storage type of an encoding's elements.
 template <Encoding E>
-using Storage = std::conditional_t<E == Encoding::float32, std::uint32_t,
-                                   std::conditional_t<E == Encoding::uint8, std::uint8_t,
-                                                      std::uint16_t>>;
+using Storage =
+    std::conditional_t<E == Encoding::float32, std::uint32_t,
+                       std::conditional_t<E == Encoding::uint8, std::uint8_t, std::uint16_t>>;
 
 /// Calls f(EncodingTag<e>{}), so that loops inside f know the encoding at compile time.
 template <class F>
@@ -141,8 +141,9 @@ void parallel_ranges(std::int64_t n, F&& f) {
 template <class F>
 void for_segments_in(const std::vector<Segment>& segments, std::int64_t begin, std::int64_t end,
                      F&& f) {
-  auto it = std::upper_bound(segments.begin(), segments.end(), begin,
-                             [](std::int64_t x, const Segment& s) { return x < s.begin + s.length; });
+  auto it =
+      std::upper_bound(segments.begin(), segments.end(), begin,
+                       [](std::int64_t x, const Segment& s) { return x < s.begin + s.length; });
   for (; it != segments.end() && it->begin < end; ++it) {
     const std::int64_t from = std::max(begin, it->begin);
     const std::int64_t to = std::min(end, it->begin + it->length);
@@ -181,8 +182,8 @@ class CpuBackend final : public Backend {
       return Error{fmt::format(
           "the cpu backend would need {} of buffers for blocks of {} elements on {} devices, "
           "more than this machine's memory: lower --chunk-elements or --gpus",
-          total ? human_bytes(static_cast<double>(*total)) : std::string("over 8 EiB"),
-          length, devices_)};
+          total ? human_bytes(static_cast<double>(*total)) : std::string("over 8 EiB"), length,
+          devices_)};
     }
     const auto bytes = static_cast<std::size_t>(devices_ * length) * 4;
     send_.clear();
@@ -212,10 +213,9 @@ class CpuBackend final : public Backend {
                         [at](std::int64_t k, std::uint32_t bits) { at[k] = static_cast<T>(bits); });
         });
         T* in = buffer<T>(recv_, d);
-        parallel_ranges(received_size,
-                        [in](std::int64_t begin, std::int64_t end) {
-                          std::fill(in + begin, in + end, static_cast<T>(poison_bits(E)));
-                        });
+        parallel_ranges(received_size, [in](std::int64_t begin, std::int64_t end) {
+          std::fill(in + begin, in + end, static_cast<T>(poison_bits(E)));
+        });
       }
     });
     return seconds_since(start);
@@ -266,9 +266,10 @@ class CpuBackend final : public Backend {
             const ValueRule rule = expected_values(round, s);
             const T* at = in + s.begin;
             std::int64_t wrong = 0;
-            each_value<E>(rule, s.element, s.length, [at, &wrong](std::int64_t k, std::uint32_t bits) {
-              wrong += at[k] != static_cast<T>(bits);
-            });
+            each_value<E>(rule, s.element, s.length,
+                          [at, &wrong](std::int64_t k, std::uint32_t bits) {
+                            wrong += at[k] != static_cast<T>(bits);
+                          });
             if (wrong == 0) return;
             part.mismatches += wrong;
             each_value<E>(rule, s.element, s.length, [&](std::int64_t k, std::uint32_t bits) {

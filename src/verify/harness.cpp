@@ -118,7 +118,8 @@ Result<void> run_data_pass(const Layout& layout, const Manifest& manifest, Backe
   for (std::size_t bi = 0; bi < layout.buffers.size(); ++bi) {
     const BufferLayout& b = layout.buffers[bi];
     std::vector<std::int64_t> param_ids(b.params.size());
-    for (std::size_t k = 0; k < b.params.size(); ++k) param_ids[k] = manifest_position.at(b.params[k].name);
+    for (std::size_t k = 0; k < b.params.size(); ++k)
+      param_ids[k] = manifest_position.at(b.params[k].name);
     // An unpadded buffer is all-reduced whole by plain DDP; as a data pass it is one shard.
     const std::int64_t dp = b.num_shards.value_or(1);
     const std::int64_t devices = std::gcd(dp, backend.devices());
@@ -141,7 +142,8 @@ Result<void> run_data_pass(const Layout& layout, const Manifest& manifest, Backe
         for (RoundKind kind : {RoundKind::grads, RoundKind::params}) {
           Round round;
           round.kind = kind;
-          round.encoding = encoding_of(kind == RoundKind::grads ? b.key.grad_dtype : b.key.param_dtype);
+          round.encoding =
+              encoding_of(kind == RoundKind::grads ? b.key.grad_dtype : b.key.param_dtype);
           round.dp = dp;
           round.devices = devices;
           round.length = length;
@@ -157,13 +159,15 @@ Result<void> run_data_pass(const Layout& layout, const Manifest& manifest, Backe
           Result<CheckResult> checked = backend.check(round);
           if (!checked) return checked.error();
 
-          const double bytes = static_cast<double>(devices * length) * encoding_bytes(round.encoding);
+          const double bytes =
+              static_cast<double>(devices * length) * encoding_bytes(round.encoding);
           // Every device writes G + 1 blocks (its send and receive buffers) and compares
           // one block (grads) or G blocks (params).
           out.fill_seconds += *filled;
           out.check_seconds += checked->seconds;
           out.filled_bytes += bytes * static_cast<double>(devices + 1);
-          out.checked_bytes += kind == RoundKind::grads ? bytes : bytes * static_cast<double>(devices);
+          out.checked_bytes +=
+              kind == RoundKind::grads ? bytes : bytes * static_cast<double>(devices);
           if (kind == RoundKind::grads) {
             out.grad_mismatches += checked->mismatches;
             out.reduce_scatter_seconds += *seconds;
@@ -185,7 +189,8 @@ Result<void> run_data_pass(const Layout& layout, const Manifest& manifest, Backe
               in_bucket = (m.position / length) * block + offset + m.position % length;
               rank = m.device * round.ranks_per_device();
             }
-            if (m.param >= 0 && b.strategy == Strategy::layerwise) bad_params.emplace(m.param, rank);
+            if (m.param >= 0 && b.strategy == Strategy::layerwise)
+              bad_params.emplace(m.param, rank);
             if (report.first_mismatches.size() >= kKeptMismatches) continue;
             ElementMismatch& e = report.first_mismatches.emplace_back();
             e.buffer = bi;
@@ -247,12 +252,12 @@ Result<VerifyReport> VerifySession::verify(const Layout& layout, const Manifest&
     if (elements) elements = checked_add(*elements, b.numel);
   }
   if (!elements || (options_.max_elements > 0 && *elements > options_.max_elements)) {
-    return Error{fmt::format(
-        "{}: the data pass would move {} elements, more than the limit of {} "
-        "(--max-elements raises it)",
-        layout.source.empty() ? "layout" : layout.source,
-        elements ? group_digits(*elements) : std::string("over 2^63"),
-        group_digits(options_.max_elements))};
+    return Error{
+        fmt::format("{}: the data pass would move {} elements, more than the limit of {} "
+                    "(--max-elements raises it)",
+                    layout.source.empty() ? "layout" : layout.source,
+                    elements ? group_digits(*elements) : std::string("over 2^63"),
+                    group_digits(options_.max_elements))};
   }
   if (!backend_) {
     Result<std::unique_ptr<verify::Backend>> started = start_backend(report.notes);
@@ -264,8 +269,7 @@ Result<VerifyReport> VerifySession::verify(const Layout& layout, const Manifest&
   if (Result<void> r = verify::run_data_pass(layout, manifest, *backend_, options_, report); !r) {
     return r.error();
   }
-  report.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
 
@@ -280,8 +284,9 @@ Result<std::unique_ptr<verify::Backend>> VerifySession::start_backend(
                  "the MPI launcher"};
   }
   if (several && options_.gpus > 0) {
-    return Error{"--gpus is for one process driving several GPUs; under an MPI launcher "
-                 "each process takes one GPU"};
+    return Error{
+        "--gpus is for one process driving several GPUs; under an MPI launcher "
+        "each process takes one GPU"};
   }
   if (options_.backend != BackendChoice::cpu) {
     Result<std::unique_ptr<verify::Backend>> nccl =

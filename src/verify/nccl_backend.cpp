@@ -25,10 +25,14 @@ namespace {
 
 ncclDataType_t nccl_type(Encoding e) {
   switch (e) {
-    case Encoding::float32: return ncclFloat32;
-    case Encoding::bfloat16: return ncclBfloat16;
-    case Encoding::float16: return ncclFloat16;
-    case Encoding::uint8: return ncclUint8;
+    case Encoding::float32:
+      return ncclFloat32;
+    case Encoding::bfloat16:
+      return ncclBfloat16;
+    case Encoding::float16:
+      return ncclFloat16;
+    case Encoding::uint8:
+      return ncclUint8;
   }
   return ncclUint8;
 }
@@ -94,9 +98,11 @@ struct Device {
     uploaded = DeviceSegments{segments, tile_start, static_cast<int>(list.size()), tiles};
     // Pageable copies on the stream: staged before they return, ordered before the kernel.
     st.cuda(cudaMemcpyAsync(segments, list.data(), list.size() * sizeof(Segment),
-                            cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (segments)")
+                            cudaMemcpyHostToDevice, stream),
+            "cudaMemcpyAsync (segments)")
         .cuda(cudaMemcpyAsync(tile_start, host_tiles.data(), list.size() * sizeof(std::int64_t),
-                              cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (tiles)");
+                              cudaMemcpyHostToDevice, stream),
+              "cudaMemcpyAsync (tiles)");
   }
 };
 
@@ -246,8 +252,8 @@ class NcclBackend final : public Backend {
       d.upload(st, received);
       st.cuda(cudaEventRecord(d.work_start, d.stream), "cudaEventRecord");
       if (!st.ok()) break;
-      st.cuda(launch_check(d.uploaded, !grads, round.encoding, round.dp, d.index, d.recv,
-                           d.result, d.stream),
+      st.cuda(launch_check(d.uploaded, !grads, round.encoding, round.dp, d.index, d.recv, d.result,
+                           d.stream),
               "the check kernel")
           .cuda(cudaEventRecord(d.work_stop, d.stream), "cudaEventRecord");
     }
@@ -261,7 +267,8 @@ class NcclBackend final : public Backend {
       DeviceResult r{};
       st.cuda(cudaSetDevice(devices_[i].id), "cudaSetDevice")
           .cuda(cudaMemcpyAsync(&r, devices_[i].result, sizeof r, cudaMemcpyDeviceToHost,
-                                devices_[i].stream), "cudaMemcpyAsync (check result)")
+                                devices_[i].stream),
+                "cudaMemcpyAsync (check result)")
           .cuda(cudaStreamSynchronize(devices_[i].stream), "cudaStreamSynchronize");
       result.mismatches += static_cast<std::int64_t>(r.mismatches);
       const auto kept =
@@ -299,8 +306,8 @@ class NcclBackend final : public Backend {
     if (!mine.empty()) std::memcpy(bytes.data(), mine.data(), bytes.size());
     std::vector<Mismatch> kept;
     for (const std::string& theirs : peers_.all_gather(bytes)) {
-      for (std::size_t at = 0; at + sizeof(Mismatch) <= theirs.size() &&
-                               kept.size() < kKeptMismatches;
+      for (std::size_t at = 0;
+           at + sizeof(Mismatch) <= theirs.size() && kept.size() < kKeptMismatches;
            at += sizeof(Mismatch)) {
         std::memcpy(&kept.emplace_back(), theirs.data() + at, sizeof(Mismatch));
       }
@@ -386,8 +393,8 @@ class NcclBackend final : public Backend {
     }
   }
 
-  std::vector<Device> devices_;   // this process's
-  std::int64_t total_;            // in every process
+  std::vector<Device> devices_;                  // this process's
+  std::int64_t total_;                           // in every process
   std::map<std::int64_t, Communicators> comms_;  // by number of devices
   double timeout_;
   Peers& peers_;
@@ -397,8 +404,7 @@ class NcclBackend final : public Backend {
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seconds,
-                                                   Peers& peers) {
+Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seconds, Peers& peers) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   std::optional<std::string> failure;
@@ -409,8 +415,10 @@ Result<std::unique_ptr<Backend>> make_nccl_backend(int gpus, double timeout_seco
     failure = "--gpus " + std::to_string(gpus) + " asks for more GPUs than the " +
               std::to_string(count) + " visible";
   } else if (peers.size() > 1 && count > 1 && peers.local_rank() >= count) {
-    failure = "process " + std::to_string(peers.local_rank()) + " on its node has no GPU of its "
-              "own (" + std::to_string(count) + " visible): start one process per GPU";
+    failure = "process " + std::to_string(peers.local_rank()) +
+              " on its node has no GPU of its "
+              "own (" +
+              std::to_string(count) + " visible): start one process per GPU";
   }
   if (std::optional<std::string> first = peers.first_failure(failure)) return Error{*first};
   std::vector<int> ids;

@@ -22,9 +22,9 @@ Status Communicators::init(const ncclUniqueId& id, int size, const std::vector<i
   st.nccl(ncclGroupStart(), "ncclGroupStart");
   for (std::size_t i = 0; i < cuda_ids.size() && st.ok(); ++i) {
     st.cuda(cudaSetDevice(cuda_ids[i]), "cudaSetDevice")
-        .nccl(ncclCommInitRankConfig(&comms[i], size, id, first_rank + static_cast<int>(i),
-                                     &config),
-              "ncclCommInitRankConfig");
+        .nccl(
+            ncclCommInitRankConfig(&comms[i], size, id, first_rank + static_cast<int>(i), &config),
+            "ncclCommInitRankConfig");
   }
   const ncclResult_t end = ncclGroupEnd();
   for (ncclComm_t c : comms) {
@@ -42,8 +42,7 @@ Status Communicators::init(const ncclUniqueId& id, int size, const std::vector<i
   return settle(end, "ncclCommInitRankConfig", deadline);
 }
 
-Status Communicators::settle(ncclResult_t group_end, const char* what,
-                             const Deadline& deadline) {
+Status Communicators::settle(ncclResult_t group_end, const char* what, const Deadline& deadline) {
   Status st;
   if (st.nccl(group_end, what, comms_.empty() ? nullptr : comms_[0]); !st.ok()) {
     abort();

@@ -25,8 +25,7 @@ class Communicators {
 
   /// Joins the CUDA devices `cuda_ids` to the communicator `id` of `size` ranks, as ranks
   /// `first_rank`, `first_rank` + 1, ...; waits for every one to be ready.
-  Status init(const ncclUniqueId& id, int size, const std::vector<int>& cuda_ids,
-              int first_rank);
+  Status init(const ncclUniqueId& id, int size, const std::vector<int>& cuda_ids, int first_rank);
 
   /// After a group of calls was issued (ncclGroupEnd returned `group_end`): waits until
   /// every communicator has taken them in, or fails (and aborts) on an error or the deadline.

@@ -18,15 +18,18 @@ __device__ int segment_of_tile(const std::int64_t* tile_start, int segments, std
   int hi = segments - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (tile_start[mid] <= b) lo = mid; else hi = mid - 1;
+    if (tile_start[mid] <= b)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-fill_kernel(DeviceSegments s, bool params, Encoding encoding, std::int64_t dp,
-            std::int64_t rank_begin, std::int64_t rank_end, T* out) {
+    fill_kernel(DeviceSegments s, bool params, Encoding encoding, std::int64_t dp,
+                std::int64_t rank_begin, std::int64_t rank_end, T* out) {
   for (std::int64_t b = blockIdx.x; b < s.tiles; b += gridDim.x) {
     const int i = segment_of_tile(s.tile_start, s.count, b);
     const Segment seg = s.segments[i];
@@ -56,8 +59,8 @@ __device__ unsigned long long block_sum(unsigned long long value) {
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-check_kernel(DeviceSegments s, bool params, Encoding encoding, std::int64_t dp,
-             std::int64_t device, const T* in, DeviceResult* result) {
+    check_kernel(DeviceSegments s, bool params, Encoding encoding, std::int64_t dp,
+                 std::int64_t device, const T* in, DeviceResult* result) {
   unsigned long long wrong = 0;
   bool tried_to_keep = false;  // each thread claims at most one slot
   for (std::int64_t b = blockIdx.x; b < s.tiles; b += gridDim.x) {
@@ -95,34 +98,37 @@ unsigned int grid(std::int64_t tiles) {
 template <class F>
 void with_word(Encoding e, F&& f) {
   switch (encoding_bytes(e)) {
-    case 1: return f(std::uint8_t{});
-    case 2: return f(std::uint16_t{});
-    default: return f(std::uint32_t{});
+    case 1:
+      return f(std::uint8_t{});
+    case 2:
+      return f(std::uint16_t{});
+    default:
+      return f(std::uint32_t{});
   }
 }
 
 }  // namespace
 
-cudaError_t launch_fill(const DeviceSegments& s, bool params, Encoding encoding,
-                        std::int64_t dp, std::int64_t rank_begin, std::int64_t rank_end,
-                        void* out, cudaStream_t stream) {
+cudaError_t launch_fill(const DeviceSegments& s, bool params, Encoding encoding, std::int64_t dp,
+                        std::int64_t rank_begin, std::int64_t rank_end, void* out,
+                        cudaStream_t stream) {
   if (s.tiles == 0) return cudaSuccess;
   with_word(encoding, [&](auto word) {
     using T = decltype(word);
     fill_kernel<T><<<grid(s.tiles), kThreads, 0, stream>>>(s, params, encoding, dp, rank_begin,
-                                                          rank_end, static_cast<T*>(out));
+                                                           rank_end, static_cast<T*>(out));
   });
   return cudaGetLastError();
 }
 
-cudaError_t launch_check(const DeviceSegments& s, bool params, Encoding encoding,
-                         std::int64_t dp, std::int64_t device, const void* in,
-                         DeviceResult* result, cudaStream_t stream) {
+cudaError_t launch_check(const DeviceSegments& s, bool params, Encoding encoding, std::int64_t dp,
+                         std::int64_t device, const void* in, DeviceResult* result,
+                         cudaStream_t stream) {
   if (s.tiles == 0) return cudaSuccess;
   with_word(encoding, [&](auto word) {
     using T = decltype(word);
     check_kernel<T><<<grid(s.tiles), kThreads, 0, stream>>>(s, params, encoding, dp, device,
-                                                           static_cast<const T*>(in), result);
+                                                            static_cast<const T*>(in), result);
   });
   return cudaGetLastError();
 }

@@ -31,14 +31,14 @@ struct DeviceSegments {
 
 /// Writes the values that ranks [rank_begin, rank_end) send (their summed gradients, or
 /// their params) into `out`, elements of `encoding`.
-cudaError_t launch_fill(const DeviceSegments& s, bool params, Encoding encoding,
-                        std::int64_t dp, std::int64_t rank_begin, std::int64_t rank_end,
-                        void* out, cudaStream_t stream);
+cudaError_t launch_fill(const DeviceSegments& s, bool params, Encoding encoding, std::int64_t dp,
+                        std::int64_t rank_begin, std::int64_t rank_end, void* out,
+                        cudaStream_t stream);
 
 /// Compares `in` with the values expected after the round's collective; counts the
 /// mismatches into `result` (zeroed by the caller) and keeps the first few.
-cudaError_t launch_check(const DeviceSegments& s, bool params, Encoding encoding,
-                         std::int64_t dp, std::int64_t device, const void* in,
-                         DeviceResult* result, cudaStream_t stream);
+cudaError_t launch_check(const DeviceSegments& s, bool params, Encoding encoding, std::int64_t dp,
+                         std::int64_t device, const void* in, DeviceResult* result,
+                         cudaStream_t stream);
 
 }  // namespace paramlayout::verify

@@ -136,8 +136,8 @@ PL_HD std::uint32_t integer_bits(std::uint32_t n, Encoding e) {
 /// once per segment, not per element.
 struct ValueRule {
   Encoding encoding = Encoding::float32;
-  bool copied = false;       ///< a params round: values are patterns, not sums
-  std::int64_t param = -1;   ///< -1: padding, value 0
+  bool copied = false;      ///< a params round: values are patterns, not sums
+  std::int64_t param = -1;  ///< -1: padding, value 0
   std::uint32_t mask = 0;
   int count = 0;
   std::uint32_t seeds[kMaxContributors] = {};

@@ -31,9 +31,8 @@ int main() {
   expect(peers.local_rank() == r, "one node: local rank is rank", r);
 
   expect(!peers.first_failure(std::nullopt), "no failure when none failed", r);
-  const std::optional<std::string> later =
-      peers.first_failure(r >= 1 ? std::optional<std::string>("boom " + std::to_string(r))
-                                 : std::nullopt);
+  const std::optional<std::string> later = peers.first_failure(
+      r >= 1 ? std::optional<std::string>("boom " + std::to_string(r)) : std::nullopt);
   expect(later == "rank 1: boom 1", "the lowest failing rank's message, named", r);
   const std::optional<std::string> first =
       peers.first_failure(r == 0 ? std::optional<std::string>("zero") : std::nullopt);

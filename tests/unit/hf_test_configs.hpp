@@ -17,7 +17,6 @@ namespace paramlayout::test::hf {
 using nlohmann::json;
 using Shape = std::vector<std::int64_t>;
 
-
 inline json shipped(const std::string& config) {
   return json::parse(read_text(source_path("testdata/configs/" + config + ".json")));
 }
@@ -96,6 +95,5 @@ inline void check_splits(const json& config, std::int64_t tp, std::int64_t ep) {
   CHECK(experts > 0);
   CHECK(whole.numel() - rank.numel() == experts * (ep - 1));
 }
-
 
 }  // namespace paramlayout::test::hf

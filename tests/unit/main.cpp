@@ -37,8 +37,9 @@ int main(int argc, char** argv) {
   if (context.shouldExit() || !RunCounter::started) return result;  // --help, --list-*, --count
   if (RunCounter::cases == 0) {
     std::fflush(stdout);  // after doctest's summary
-    std::fprintf(stderr, "no test case passes the filters: check the --test-suite and "
-                         "--test-case names\n");
+    std::fprintf(stderr,
+                 "no test case passes the filters: check the --test-suite and "
+                 "--test-case names\n");
     return 1;
   }
   return result;

@@ -47,116 +47,126 @@ std::string param_ref(std::string_view name) { return "param \"" + std::string(n
 using Mutation = std::function<std::optional<std::pair<std::string, std::string>>(Layout&)>;
 
 const std::vector<std::pair<std::string, Mutation>>& mutations() {
-  static const std::vector<std::pair<std::string, Mutation>> list = {
-      {"shift by one element",
-       [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
-         auto [i, k] = pick(l);
-         BufferLayout& b = l.buffers[i];
-         ParamSlot& p = b.params[k];
-         p.start += 1;
-         p.end += 1;
-         if (b.strategy != Strategy::unpadded) return {{param_ref(p.name), "not a multiple of 64"}};
-         return {{param_ref(b.params[k + 1 < b.params.size() ? k + 1 : k].name), ""}};
-       }},
-      {"shrink",
-       [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
-         auto [i, k] = pick(l);
-         ParamSlot& p = l.buffers[i].params[k];
-         p.end -= 1;
-         return {{param_ref(p.name), "but the manifest gives it"}};
-       }},
-      {"overlap",
-       [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
-         auto [i, k] = pick(l);
-         BufferLayout& b = l.buffers[i];
-         if (k == 0) return std::nullopt;
-         ParamSlot& p = b.params[k];
-         const std::int64_t numel = p.numel();
-         p.start = b.params[k - 1].start;
-         p.end = p.start + numel;
-         return {{param_ref(p.name), "overlaps"}};
-       }},
-      {"drop",
-       [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
-         auto [i, k] = pick(l);
-         const std::string name(l.buffers[i].params[k].name);
-         l.buffers[i].params.erase(l.buffers[i].params.begin() + static_cast<std::ptrdiff_t>(k));
-         return {{param_ref(name), "missing from the layout"}};
-       }},
-      {"duplicate",
-       [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
-         auto [i, k] = pick(l);
-         BufferLayout& b = l.buffers[i];
-         b.params.push_back(b.params[k]);
-         return {{param_ref(b.params[k].name), "appears twice"}};
-       }},
-      {"rename",
-       [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
-         auto [i, k] = pick(l);
-         ParamSlot& p = l.buffers[i].params[k];
-         p.name = l.names->add(std::string(p.name) + ".renamed");
-         return {{param_ref(p.name), "is not in the manifest"}};
-       }},
-      {"wrong bucket id",
-       [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
-         auto [i, k] = pick(l);
-         ParamSlot& p = l.buffers[i].params[k];
-         p.bucket += 1;
-         return {{param_ref(p.name), "bucket"}};
-       }},
-      {"bucket end moved",
-       [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
-         auto [i, k] = pick(l);
-         BufferLayout& b = l.buffers[i];
-         const std::int64_t j = b.params[k].bucket;
-         b.buckets[j].end += 64;
-         if (static_cast<std::size_t>(j) + 1 < b.buckets.size()) {
-           return {{"bucket " + std::to_string(j + 1), "the previous bucket's end"}};
-         }
-         return {{"buffer " + std::to_string(i), "but the last bucket ends at"}};
-       }},
-      {"num_shards changed",
-       [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
-         auto [i, k] = pick(l);
-         BufferLayout& b = l.buffers[i];
-         b.num_shards = b.num_shards ? *b.num_shards + 1 : 3;
-         return {{"buffer " + std::to_string(i), "num_shards is"}};
-       }},
-      {"numel_unpadded changed",
-       [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
-         auto [i, k] = pick(l);
-         BufferLayout& b = l.buffers[i];
-         const std::int64_t j = b.params[k].bucket;
-         b.buckets[j].numel_unpadded += 1;
-         return {{"bucket " + std::to_string(j), "numel_unpadded is"}};
-       }},
-      {"straddle a shard edge",
-       [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
-         for (BufferLayout& b : l.buffers) {
-           if (b.strategy != Strategy::layerwise || *b.num_shards < 2) continue;
-           for (ParamSlot& p : b.params) {
-             const BucketRange& bucket = b.buckets[p.bucket];
-             const std::int64_t edge = bucket.start + bucket.size() / *b.num_shards;
-             const std::int64_t numel = p.numel();
-             if (numel < 128 || edge - 64 < bucket.start || edge - 64 + numel > bucket.end) {
-               continue;
-             }
-             p.start = edge - 64;
-             p.end = p.start + numel;
-             return {{param_ref(p.name), "straddles the edge of shards 0 and 1"}};
-           }
-         }
-         return std::nullopt;
-       }},
-      {"wrong dtype key",
-       [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
-         auto [i, k] = pick(l);
-         BufferLayout& b = l.buffers[i];
-         const BufferKey right = b.key;
-         b.key.grad_dtype = right.grad_dtype == DType::float16 ? DType::bfloat16 : DType::float16;
-         return {{param_ref(b.params[k].name), "belongs in a " + describe(right) + " buffer"}};
-       }},
-  };
+  static const std::
+      vector<std::pair<std::string, Mutation>>
+          list =
+              {
+                  {"shift by one element",
+                   [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
+                     auto [i, k] = pick(l);
+                     BufferLayout& b = l.buffers[i];
+                     ParamSlot& p = b.params[k];
+                     p.start += 1;
+                     p.end += 1;
+                     if (b.strategy != Strategy::unpadded)
+                       return {{param_ref(p.name), "not a multiple of 64"}};
+                     return {{param_ref(b.params[k + 1 < b.params.size() ? k + 1 : k].name), ""}};
+                   }},
+                  {"shrink",
+                   [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
+                     auto [i, k] = pick(l);
+                     ParamSlot& p = l.buffers[i].params[k];
+                     p.end -= 1;
+                     return {{param_ref(p.name), "but the manifest gives it"}};
+                   }},
+                  {"overlap",
+                   [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
+                     auto [i, k] = pick(l);
+                     BufferLayout& b = l.buffers[i];
+                     if (k == 0) return std::nullopt;
+                     ParamSlot& p = b.params[k];
+                     const std::int64_t numel = p.numel();
+                     p.start = b.params[k - 1].start;
+                     p.end = p.start + numel;
+                     return {{param_ref(p.name), "overlaps"}};
+                   }},
+                  {"drop",
+                   [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
+                     auto [i, k] = pick(l);
+                     const std::string name(l.buffers[i].params[k].name);
+                     l.buffers[i].params.erase(l.buffers[i].params.begin() +
+                                               static_cast<std::ptrdiff_t>(k));
+                     return {{param_ref(name), "missing from the layout"}};
+                   }},
+                  {"duplicate",
+                   [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
+                     auto [i, k] = pick(l);
+                     BufferLayout& b = l.buffers[i];
+                     b.params.push_back(b.params[k]);
+                     return {{param_ref(b.params[k].name), "appears twice"}};
+                   }},
+                  {"rename",
+                   [](
+                       Layout& l) -> std::
+                                      optional<std::pair<std::string, std::string>> {
+                                        auto [i, k] = pick(l);
+                                        ParamSlot& p = l.buffers[i].params[k];
+                                        p.name = l.names->add(std::string(p.name) + ".renamed");
+                                        return {{param_ref(p.name), "is not in the manifest"}};
+                                      }},
+                  {"wrong bucket id",
+                   [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
+                     auto [i, k] = pick(l);
+                     ParamSlot& p = l.buffers[i].params[k];
+                     p.bucket += 1;
+                     return {{param_ref(p.name), "bucket"}};
+                   }},
+                  {"bucket end moved",
+                   [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
+                     auto [i, k] = pick(l);
+                     BufferLayout& b = l.buffers[i];
+                     const std::int64_t j = b.params[k].bucket;
+                     b.buckets[j].end += 64;
+                     if (static_cast<std::size_t>(j) + 1 < b.buckets.size()) {
+                       return {{"bucket " + std::to_string(j + 1), "the previous bucket's end"}};
+                     }
+                     return {{"buffer " + std::to_string(i), "but the last bucket ends at"}};
+                   }},
+                  {"num_shards changed",
+                   [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
+                     auto [i, k] = pick(l);
+                     BufferLayout& b = l.buffers[i];
+                     b.num_shards = b.num_shards ? *b.num_shards + 1 : 3;
+                     return {{"buffer " + std::to_string(i), "num_shards is"}};
+                   }},
+                  {"numel_unpadded changed",
+                   [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
+                     auto [i, k] = pick(l);
+                     BufferLayout& b = l.buffers[i];
+                     const std::int64_t j = b.params[k].bucket;
+                     b.buckets[j].numel_unpadded += 1;
+                     return {{"bucket " + std::to_string(j), "numel_unpadded is"}};
+                   }},
+                  {"straddle a shard edge",
+                   [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
+                     for (BufferLayout& b : l.buffers) {
+                       if (b.strategy != Strategy::layerwise || *b.num_shards < 2) continue;
+                       for (ParamSlot& p : b.params) {
+                         const BucketRange& bucket = b.buckets[p.bucket];
+                         const std::int64_t edge = bucket.start + bucket.size() / *b.num_shards;
+                         const std::int64_t numel = p.numel();
+                         if (numel < 128 || edge - 64 < bucket.start ||
+                             edge - 64 + numel > bucket.end) {
+                           continue;
+                         }
+                         p.start = edge - 64;
+                         p.end = p.start + numel;
+                         return {{param_ref(p.name), "straddles the edge of shards 0 and 1"}};
+                       }
+                     }
+                     return std::nullopt;
+                   }},
+                  {"wrong dtype key",
+                   [](Layout& l) -> std::optional<std::pair<std::string, std::string>> {
+                     auto [i, k] = pick(l);
+                     BufferLayout& b = l.buffers[i];
+                     const BufferKey right = b.key;
+                     b.key.grad_dtype =
+                         right.grad_dtype == DType::float16 ? DType::bfloat16 : DType::float16;
+                     return {{param_ref(b.params[k].name),
+                              "belongs in a " + describe(right) + " buffer"}};
+                   }},
+              };
   return list;
 }
 
@@ -185,9 +195,8 @@ TEST_SUITE("check") {
         CAPTURE(kind);
         CAPTURE(c.id);
         const std::vector<Violation> v = check_layout(broken, c.manifest);
-        CHECK_MESSAGE(mentions(v, expect->first, expect->second),
-                      "expected a violation at ", expect->first, " saying ", expect->second,
-                      "; got:\n", all(v));
+        CHECK_MESSAGE(mentions(v, expect->first, expect->second), "expected a violation at ",
+                      expect->first, " saying ", expect->second, "; got:\n", all(v));
       }
       CHECK_MESSAGE(applied >= 20, kind);
       caught += applied;

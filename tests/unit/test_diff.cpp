@@ -75,13 +75,13 @@ TEST_SUITE("diff") {
     const LayoutDiff d = expect_ok(diff_layouts(before, after));
     CHECK_FALSE(d.identical());
     const json j = json::parse(diff_to_json(d));
-    CHECK(names(j.at("added")) == std::set<std::string>{
-                                      "decoder.layers.32.self_attention.linear_qkv.layer_norm_weight",
-                                      "decoder.layers.32.mlp.linear_fc1.layer_norm_weight",
-                                      "decoder.layers.32.mlp.linear_fc1.weight",
-                                      "decoder.layers.32.mlp.linear_fc2.weight",
-                                      "decoder.layers.32.self_attention.linear_proj.weight",
-                                      "decoder.layers.32.self_attention.linear_qkv.weight"});
+    CHECK(names(j.at("added")) ==
+          std::set<std::string>{"decoder.layers.32.self_attention.linear_qkv.layer_norm_weight",
+                                "decoder.layers.32.mlp.linear_fc1.layer_norm_weight",
+                                "decoder.layers.32.mlp.linear_fc1.weight",
+                                "decoder.layers.32.mlp.linear_fc2.weight",
+                                "decoder.layers.32.self_attention.linear_proj.weight",
+                                "decoder.layers.32.self_attention.linear_qkv.weight"});
     CHECK(j.at("removed").empty());
     CHECK(j.at("resized").empty());
     // The output layer and final norm come first in backprop order: they stay put.
@@ -133,8 +133,8 @@ TEST_SUITE("diff") {
   TEST_CASE("removed and resized params") {
     const Manifest m = load("testdata/manifests/llama3-8b-33-layers.json");
     Manifest smaller = m;
-    smaller.params.pop_back();            // output_layer.weight
-    smaller.params[1].shape = {2048};     // a layer norm, half the size
+    smaller.params.pop_back();         // output_layer.weight
+    smaller.params[1].shape = {2048};  // a layer norm, half the size
     smaller.params[1].numel = 2048;
     const LayoutDiff d = expect_ok(diff_layouts(plan_of(m, Strategy::sequential_dp, 8),
                                                 plan_of(smaller, Strategy::sequential_dp, 8)));

@@ -114,8 +114,9 @@ TEST_SUITE("synth") {
 
     json bad = super_config;
     bad["block_configs"][0]["attention"]["n_heads_in_group"] = 7;
-    CHECK(synth_error(bad) == "config.json: /block_configs/0/attention/n_heads_in_group: 7 does "
-                              "not divide num_attention_heads 64");
+    CHECK(synth_error(bad) ==
+          "config.json: /block_configs/0/attention/n_heads_in_group: 7 does "
+          "not divide num_attention_heads 64");
     bad = super_config;
     bad["block_configs"].erase(0);
     CHECK(synth_error(bad) ==
@@ -131,12 +132,12 @@ TEST_SUITE("synth") {
     // post_layernorm of linear_proj / linear_fc2 (Megatron-Bridge's TERowParallelLinearLayerNorm:
     // the linear's own weight first, then its child norm).
     CHECK(names_under(synth_config("gemma2-9b"), "decoder.layers.0.") ==
-          std::vector<std::string>{"self_attention.linear_proj.weight",
-                                   "self_attention.linear_proj.post_layernorm.weight",
-                                   "self_attention.linear_qkv.layer_norm_weight",
-                                   "self_attention.linear_qkv.weight",
-                                   "mlp.linear_fc1.layer_norm_weight", "mlp.linear_fc1.weight",
-                                   "mlp.linear_fc2.weight", "mlp.linear_fc2.post_layernorm.weight"});
+          std::vector<std::string>{
+              "self_attention.linear_proj.weight",
+              "self_attention.linear_proj.post_layernorm.weight",
+              "self_attention.linear_qkv.layer_norm_weight", "self_attention.linear_qkv.weight",
+              "mlp.linear_fc1.layer_norm_weight", "mlp.linear_fc1.weight", "mlp.linear_fc2.weight",
+              "mlp.linear_fc2.post_layernorm.weight"});
     s = shapes(synth_config("gemma3-12b-text"));
     CHECK(s.at("decoder.layers.0.self_attention.q_layernorm.weight") == Shape{256});
     CHECK(s.at("decoder.layers.0.self_attention.k_layernorm.weight") == Shape{256});
@@ -183,8 +184,9 @@ TEST_SUITE("synth") {
     }
     CHECK(shapes(synth_json(typed)) == s);
     typed["layer_types"][5] = "mamba";
-    CHECK(synth_error(typed) == "config.json: /layer_types/5: unknown layer type \"mamba\" "
-                                "(expected \"linear_attention\" or \"full_attention\")");
+    CHECK(synth_error(typed) ==
+          "config.json: /layer_types/5: unknown layer type \"mamba\" "
+          "(expected \"linear_attention\" or \"full_attention\")");
   }
 
   TEST_CASE("DeepSeek: MLA, first dense layers, shared experts, multi-token prediction") {
@@ -194,14 +196,16 @@ TEST_SUITE("synth") {
     CHECK(s.count("decoder.layers.2.mlp.router.weight") == 0);
     CHECK(s.at("decoder.layers.3.mlp.router.weight") == Shape{256, 7168});
     CHECK(s.at("decoder.layers.3.mlp.shared_experts.linear_fc1.weight") == Shape{4096, 7168});
-    CHECK(s.at("decoder.layers.60.self_attention.linear_q_up_proj.weight") == Shape{128 * 192, 1536});
+    CHECK(s.at("decoder.layers.60.self_attention.linear_q_up_proj.weight") ==
+          Shape{128 * 192, 1536});
     CHECK(s.at("decoder.layers.60.self_attention.linear_kv_down_proj.weight") == Shape{576, 7168});
     CHECK(s.count("decoder.layers.60.mlp.experts.linear_fc2.weight255") == 1);
     // num_nextn_predict_layers 1: one multi-token prediction layer, a copy of the last
     // (MoE) layer, between the decoder's final norm and the output layer.
     CHECK(s.at("mtp.layers.0.eh_proj.weight") == Shape{7168, 14336});
     CHECK(s.at("mtp.layers.0.mtp_model_layer.mlp.router.weight") == Shape{256, 7168});
-    CHECK(position(m, "decoder.final_layernorm.weight") + 1 == position(m, "mtp.layers.0.enorm.weight"));
+    CHECK(position(m, "decoder.final_layernorm.weight") + 1 ==
+          position(m, "mtp.layers.0.enorm.weight"));
     CHECK(m.params.back().name == "output_layer.weight");
     REQUIRE(m.notes.size() == 1);
     CHECK(contains(m.notes[0], "e_score_correction_bias"));
@@ -225,7 +229,8 @@ TEST_SUITE("synth") {
     json absent = shipped("deepseek-v3");
     absent.erase("q_lora_rank");
     absent["architectures"] = {"DeepseekV2ForCausalLM"};
-    CHECK(shapes(synth_json(absent)).at("decoder.layers.0.self_attention.linear_q_down_proj.weight") ==
+    CHECK(shapes(synth_json(absent))
+              .at("decoder.layers.0.self_attention.linear_q_down_proj.weight") ==
           Shape{1536, 7168});
   }
 
@@ -279,19 +284,31 @@ TEST_SUITE("synth") {
     const SynthModel m = synth_json(config, tp2);
     check_splits(config, 2, 4);
     CHECK(names_under(m, "decoder.layers.0.") ==
-          std::vector<std::string>{
-              "self_attention.core_attention.softmax_offset", "self_attention.linear_proj.weight",
-              "self_attention.linear_proj.bias", "self_attention.linear_qkv.layer_norm_weight",
-              "self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias",
-              "pre_mlp_layernorm.weight", "mlp.router.weight", "mlp.router.bias",
-              "mlp.experts.linear_fc1.weight0", "mlp.experts.linear_fc1.bias0",
-              "mlp.experts.linear_fc1.weight1", "mlp.experts.linear_fc1.bias1",
-              "mlp.experts.linear_fc1.weight2", "mlp.experts.linear_fc1.bias2",
-              "mlp.experts.linear_fc1.weight3", "mlp.experts.linear_fc1.bias3",
-              "mlp.experts.linear_fc2.weight0", "mlp.experts.linear_fc2.bias0",
-              "mlp.experts.linear_fc2.weight1", "mlp.experts.linear_fc2.bias1",
-              "mlp.experts.linear_fc2.weight2", "mlp.experts.linear_fc2.bias2",
-              "mlp.experts.linear_fc2.weight3", "mlp.experts.linear_fc2.bias3"});
+          std::vector<std::string>{"self_attention.core_attention.softmax_offset",
+                                   "self_attention.linear_proj.weight",
+                                   "self_attention.linear_proj.bias",
+                                   "self_attention.linear_qkv.layer_norm_weight",
+                                   "self_attention.linear_qkv.weight",
+                                   "self_attention.linear_qkv.bias",
+                                   "pre_mlp_layernorm.weight",
+                                   "mlp.router.weight",
+                                   "mlp.router.bias",
+                                   "mlp.experts.linear_fc1.weight0",
+                                   "mlp.experts.linear_fc1.bias0",
+                                   "mlp.experts.linear_fc1.weight1",
+                                   "mlp.experts.linear_fc1.bias1",
+                                   "mlp.experts.linear_fc1.weight2",
+                                   "mlp.experts.linear_fc1.bias2",
+                                   "mlp.experts.linear_fc1.weight3",
+                                   "mlp.experts.linear_fc1.bias3",
+                                   "mlp.experts.linear_fc2.weight0",
+                                   "mlp.experts.linear_fc2.bias0",
+                                   "mlp.experts.linear_fc2.weight1",
+                                   "mlp.experts.linear_fc2.bias1",
+                                   "mlp.experts.linear_fc2.weight2",
+                                   "mlp.experts.linear_fc2.bias2",
+                                   "mlp.experts.linear_fc2.weight3",
+                                   "mlp.experts.linear_fc2.bias3"});
     const auto s = shapes(m);
     CHECK(s.at("decoder.layers.0.self_attention.core_attention.softmax_offset") == Shape{4});
     CHECK(s.at("decoder.layers.0.self_attention.linear_qkv.bias") == Shape{96});
@@ -355,14 +372,16 @@ TEST_SUITE("synth") {
     CHECK(synth_error(config, tp8) == "config.json: --tp 8 does not divide the 4 Mamba heads");
     json bad = config;
     bad["conv_kernel"] = 3;
-    CHECK(synth_error(bad) == "config.json: /conv_kernel: is 3, and Megatron-LM's Mamba mixer "
-                              "convolves over 4");
+    CHECK(synth_error(bad) ==
+          "config.json: /conv_kernel: is 3, and Megatron-LM's Mamba mixer "
+          "convolves over 4");
     bad = config;
     bad["hybrid_override_pattern"] = "M*-G";
     CHECK(contains(synth_error(bad), "/hybrid_override_pattern: unknown layer type 'G' at 3"));
     bad = config;
     bad["num_hidden_layers"] = 5;
-    CHECK(contains(synth_error(bad), "/num_hidden_layers: is 5, and hybrid_override_pattern has 4"));
+    CHECK(
+        contains(synth_error(bad), "/num_hidden_layers: is 5, and hybrid_override_pattern has 4"));
   }
 
   TEST_CASE("a field that would change the params and that the mapping does not read is refused") {
@@ -378,7 +397,8 @@ TEST_SUITE("synth") {
                    "/layer_types: changes the params"));
     // Unset values, and sliding-window layers, change nothing.
     const std::int64_t llama = synth_config("llama3-8b").numel();
-    CHECK(synth_json(with("llama3-8b", {{"num_experts", 0}, {"mlp_only_layers", json::array()},
+    CHECK(synth_json(with("llama3-8b", {{"num_experts", 0},
+                                        {"mlp_only_layers", json::array()},
                                         {"layer_types", {"sliding_attention", "full_attention"}},
                                         {"sliding_window", 4096}}))
               .numel() == llama);

@@ -38,13 +38,12 @@ TEST_SUITE("synth") {
   TEST_CASE("EXAONE 4: post-norm only, no fused input norms; q/k norms over one head") {
     const SynthModel m = synth_config("exaone-4.0-1.2b");
     CHECK(names_under(m, "decoder.layers.0.") ==
-          std::vector<std::string>{"self_attention.linear_proj.weight",
-                                   "self_attention.linear_proj.post_layernorm.weight",
-                                   "self_attention.linear_qkv.weight",
-                                   "self_attention.q_layernorm.weight",
-                                   "self_attention.k_layernorm.weight", "mlp.linear_fc1.weight",
-                                   "mlp.linear_fc2.weight",
-                                   "mlp.linear_fc2.post_layernorm.weight"});
+          std::vector<std::string>{
+              "self_attention.linear_proj.weight",
+              "self_attention.linear_proj.post_layernorm.weight",
+              "self_attention.linear_qkv.weight", "self_attention.q_layernorm.weight",
+              "self_attention.k_layernorm.weight", "mlp.linear_fc1.weight", "mlp.linear_fc2.weight",
+              "mlp.linear_fc2.post_layernorm.weight"});
     // 32 heads + 2 x 8 key/value heads, of 64.
     CHECK(shapes(m).at("decoder.layers.0.self_attention.linear_qkv.weight") == Shape{3072, 2048});
   }
@@ -117,11 +116,10 @@ TEST_SUITE("synth") {
   }
 
   TEST_CASE("Qwen3-VL-MoE and Gemma 3 multimodal: the language model as Qwen3-MoE and Gemma 3") {
-    const json text = {{"hidden_size", 64},        {"intermediate_size", 96},
-                       {"moe_intermediate_size", 32}, {"num_hidden_layers", 2},
-                       {"num_attention_heads", 4},    {"num_key_value_heads", 2},
-                       {"head_dim", 16},              {"vocab_size", 256},
-                       {"num_experts", 4}};
+    const json text = {
+        {"hidden_size", 64},      {"intermediate_size", 96},  {"moe_intermediate_size", 32},
+        {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+        {"head_dim", 16},         {"vocab_size", 256},        {"num_experts", 4}};
     const json vl = {{"architectures", {"Qwen3VLMoeForConditionalGeneration"}},
                      {"text_config", text},
                      {"vision_config", {{"depth", 27}}},
@@ -141,15 +139,13 @@ TEST_SUITE("synth") {
     const SynthModel all = synth_config("glm-5");
     // Absorbed MLA: the indexer (core_attention's) first, unfused q/kv norms last.
     CHECK(names_under(all, "decoder.layers.0.self_attention.") ==
-          std::vector<std::string>{"core_attention.indexer.linear_wq_b.weight",
-                                   "core_attention.indexer.linear_wk.weight",
-                                   "core_attention.indexer.k_norm.weight",
-                                   "core_attention.indexer.k_norm.bias",
-                                   "core_attention.indexer.linear_weights_proj.weight",
-                                   "linear_proj.weight", "linear_q_down_proj.weight",
-                                   "linear_q_up_proj.weight", "linear_kv_down_proj.weight",
-                                   "linear_kv_up_proj.weight", "q_layernorm.weight",
-                                   "kv_layernorm.weight"});
+          std::vector<std::string>{
+              "core_attention.indexer.linear_wq_b.weight",
+              "core_attention.indexer.linear_wk.weight", "core_attention.indexer.k_norm.weight",
+              "core_attention.indexer.k_norm.bias",
+              "core_attention.indexer.linear_weights_proj.weight", "linear_proj.weight",
+              "linear_q_down_proj.weight", "linear_q_up_proj.weight", "linear_kv_down_proj.weight",
+              "linear_kv_up_proj.weight", "q_layernorm.weight", "kv_layernorm.weight"});
     // 32 indexer heads x 128 over q_lora_rank 2048, not split; 64 heads x (192 + 64) split.
     SynthOptions tp2;
     tp2.tp = 2;
@@ -158,8 +154,8 @@ TEST_SUITE("synth") {
           Shape{4096, 2048});
     CHECK(s.at("decoder.layers.0.self_attention.linear_q_up_proj.weight") == Shape{8192, 2048});
     // Every other layer from the third on reuses a top-k (layer numbers from 1, offset 2).
-    const auto shared = shapes(synth_json(
-        with("glm-5", {{"index_topk_freq", 2}, {"index_skip_topk_offset", 2}})));
+    const auto shared =
+        shapes(synth_json(with("glm-5", {{"index_topk_freq", 2}, {"index_skip_topk_offset", 2}})));
     const auto indexer = [&](int layer) {
       return shared.count(fmt::format(
           "decoder.layers.{}.self_attention.core_attention.indexer.linear_wk.weight", layer));
@@ -218,29 +214,29 @@ TEST_SUITE("synth") {
   }
 
   TEST_CASE("Step-3.5: sliding layers' own heads, full output gate, MoE by list, typed MTP") {
-    const json config = {{"architectures", {"Step3p5ForCausalLM"}},
-                         {"hidden_size", 64},
-                         {"intermediate_size", 96},
-                         {"num_hidden_layers", 3},
-                         {"num_attention_heads", 4},
-                         {"num_attention_groups", 2},
-                         {"head_dim", 16},
-                         {"vocab_size", 256},
-                         {"moe_num_experts", 4},
-                         {"moe_intermediate_size", 32},
-                         {"share_expert_dim", 48},
-                         {"moe_layers_enum", "1,2"},
-                         {"num_nextn_predict_layers", 1},
-                         {"use_qk_norm", true},
-                         {"tie_word_embeddings", false},
-                         {"layer_types",
-                          {"full_attention", "sliding_attention", "full_attention",
-                           "sliding_attention"}},
-                         {"attention_other_setting",
-                          {{"attention_type", "sliding_attention"},
-                           {"num_attention_heads", 8},
-                           {"num_attention_groups", 2},
-                           {"head_dim", 8}}}};
+    const json config = {
+        {"architectures", {"Step3p5ForCausalLM"}},
+        {"hidden_size", 64},
+        {"intermediate_size", 96},
+        {"num_hidden_layers", 3},
+        {"num_attention_heads", 4},
+        {"num_attention_groups", 2},
+        {"head_dim", 16},
+        {"vocab_size", 256},
+        {"moe_num_experts", 4},
+        {"moe_intermediate_size", 32},
+        {"share_expert_dim", 48},
+        {"moe_layers_enum", "1,2"},
+        {"num_nextn_predict_layers", 1},
+        {"use_qk_norm", true},
+        {"tie_word_embeddings", false},
+        {"layer_types",
+         {"full_attention", "sliding_attention", "full_attention", "sliding_attention"}},
+        {"attention_other_setting",
+         {{"attention_type", "sliding_attention"},
+          {"num_attention_heads", 8},
+          {"num_attention_groups", 2},
+          {"head_dim", 8}}}};
     const auto s = shapes(synth_json(config));
     // Full layer 0: 4 heads x 16 and their gates (4 x 16), 2 x (16 + 16) keys and values.
     CHECK(s.at("decoder.layers.0.self_attention.linear_qkv.weight") == Shape{192, 64});
@@ -254,8 +250,7 @@ TEST_SUITE("synth") {
     CHECK(s.at("decoder.layers.1.mlp.shared_experts.linear_fc1.weight") == Shape{96, 64});
     CHECK(s.at("decoder.layers.2.self_attention.linear_qkv.weight") == Shape{192, 64});
     // The MTP layer takes layer_types' fourth entry (sliding) and is dense.
-    CHECK(s.at("mtp.layers.0.mtp_model_layer.self_attention.linear_qkv.weight") ==
-          Shape{160, 64});
+    CHECK(s.at("mtp.layers.0.mtp_model_layer.self_attention.linear_qkv.weight") == Shape{160, 64});
     CHECK(s.at("mtp.layers.0.mtp_model_layer.mlp.linear_fc1.weight") == Shape{192, 64});
     // Over 3 pipeline stages Bridge's layer looks the MTP layer up 2 decoder layers further
     // (the last stage's offset), past layer_types' end: full attention there.
@@ -304,19 +299,13 @@ TEST_SUITE("synth") {
   TEST_CASE("Falcon-H1: a norm, Mamba-2 and attention side by side, then the MLP, every layer") {
     const SynthModel m = synth_config("falcon-h1-0.5b");
     CHECK(names_under(m, "decoder.layers.0.") ==
-          std::vector<std::string>{"norm.weight",
-                                   "mamba_mixer.conv1d_weight",
-                                   "mamba_mixer.conv1d_bias",
-                                   "mamba_mixer.dt_bias",
-                                   "mamba_mixer.A_log",
-                                   "mamba_mixer.D",
-                                   "mamba_mixer.in_proj.weight",
-                                   "mamba_mixer.out_proj.weight",
-                                   "self_attention.linear_proj.weight",
-                                   "self_attention.linear_qkv.weight",
-                                   "mlp.linear_fc1.layer_norm_weight",
-                                   "mlp.linear_fc1.weight",
-                                   "mlp.linear_fc2.weight"});
+          std::vector<std::string>{
+              "norm.weight", "mamba_mixer.conv1d_weight", "mamba_mixer.conv1d_bias",
+              "mamba_mixer.dt_bias", "mamba_mixer.A_log", "mamba_mixer.D",
+              "mamba_mixer.in_proj.weight", "mamba_mixer.out_proj.weight",
+              "self_attention.linear_proj.weight", "self_attention.linear_qkv.weight",
+              "mlp.linear_fc1.layer_norm_weight", "mlp.linear_fc1.weight",
+              "mlp.linear_fc2.weight"});
     const auto s = shapes(m);
     // 24 Mamba heads x 64 = 1536 inner, 1 group x 128 states: conv over 1536 + 2 x 128.
     CHECK(s.at("decoder.layers.0.mamba_mixer.conv1d_weight") == Shape{1792, 1, 4});
@@ -342,8 +331,8 @@ TEST_SUITE("synth") {
     SynthOptions tp2;
     tp2.tp = 2;
     const auto split = shapes(synth_json(with("falcon-h1-0.5b", {{"mamba_n_groups", 2}}), tp2));
-    CHECK(split.at("decoder.layers.0.mamba_mixer.in_proj.weight") == Shape{(3072 + 512 + 24) / 2,
-                                                                           1024});
+    CHECK(split.at("decoder.layers.0.mamba_mixer.in_proj.weight") ==
+          Shape{(3072 + 512 + 24) / 2, 1024});
   }
 
   TEST_CASE("Gemma 4 dense: local layer, output norms after the MLP, per-layer inputs") {
@@ -436,11 +425,13 @@ TEST_SUITE("synth") {
     // 2 x 2 x 16 x 64 + 16, layers 4 and 5 2 x 1 x 32 x 64 + 32 each; Bridge ties the embedding.
     std::string notes;
     for (const std::string& note : m.notes) notes += note + "\n";
-    CHECK(contains(notes, "num_kv_shared_layers 3: those layers keep Megatron-LM's whole "
-                          "linear_qkv and k_layernorm"));
+    CHECK(contains(notes,
+                   "num_kv_shared_layers 3: those layers keep Megatron-LM's whole "
+                   "linear_qkv and k_layernorm"));
     CHECK(contains(notes, "12,368 elements more than the checkpoint"));
-    CHECK(contains(notes, "tie_word_embeddings false: Megatron-Bridge's Gemma 4 dense provider "
-                          "ties"));
+    CHECK(contains(notes,
+                   "tie_word_embeddings false: Megatron-Bridge's Gemma 4 dense provider "
+                   "ties"));
   }
 
   TEST_CASE("Gemma 4 MoE: the router's scales, the experts' own norms, global layers") {
@@ -457,26 +448,25 @@ TEST_SUITE("synth") {
     CHECK(s.at("decoder.layers.0.mlp.shared_experts.linear_fc1.weight") == Shape{4224, 2816});
     std::vector<std::string> tail = names_under(m, "decoder.layers.29.");
     tail.erase(tail.begin(), tail.end() - 6);
-    CHECK(tail == std::vector<std::string>{"mlp.shared_experts.linear_fc1.weight",
-                                           "mlp.shared_experts.linear_fc2.weight",
-                                           "mlp.post_moe_layernorm.weight",
-                                           "mlp.post_shared_expert_layernorm.weight",
-                                           "pre_shared_expert_layernorm.weight",
-                                           "post_ffn_layernorm.weight"});
-    CHECK(s.at("decoder.layers.0.self_attention.linear_proj.post_layernorm.weight") ==
-          Shape{2816});
+    CHECK(tail == std::vector<std::string>{
+                      "mlp.shared_experts.linear_fc1.weight",
+                      "mlp.shared_experts.linear_fc2.weight", "mlp.post_moe_layernorm.weight",
+                      "mlp.post_shared_expert_layernorm.weight",
+                      "pre_shared_expert_layernorm.weight", "post_ffn_layernorm.weight"});
+    CHECK(s.at("decoder.layers.0.self_attention.linear_proj.post_layernorm.weight") == Shape{2816});
     // Hand count: 262,144 x 2,816 embedding; per layer 7 norms of 2,816 and the q/k norms;
     // attention 2,816 x 4,096 + 8,192 x 2,816 (25 sliding) or 2,816 x 8,192 + 10,240 x 2,816
     // (5 global); router 129 x 2,816 + 128; 128 experts of 3 x 704 x 2,816; the shared expert
     // 3 x 2,112 x 2,816; the final norm.
     const std::int64_t h = 2816;
     const std::int64_t per_layer = 7 * h + 129 * h + 128 + 128 * 3 * 704 * h + 3 * 2112 * h;
-    const std::int64_t attention = 25 * (4096 * h + 8192 * h + 512) + 5 * (8192 * h + 10240 * h +
-                                                                            1024);
+    const std::int64_t attention =
+        25 * (4096 * h + 8192 * h + 512) + 5 * (8192 * h + 10240 * h + 1024);
     CHECK(m.numel() == 262144 * h + 30 * per_layer + attention + h);
     CHECK(m.numel() == 25'247'559'680);
-    CHECK(contains(m.notes.back(), "attention_k_eq_v: global layers keep Megatron-LM's value "
-                                   "projection in linear_qkv"));
+    CHECK(contains(m.notes.back(),
+                   "attention_k_eq_v: global layers keep Megatron-LM's value "
+                   "projection in linear_qkv"));
   }
 
   TEST_CASE("DeepSeek-V4 is refused, naming the attention Megatron-LM lacks") {
@@ -484,5 +474,4 @@ TEST_SUITE("synth") {
                    "/architectures/0: DeepseekV4ForCausalLM needs Megatron-LM's attention "
                    "variant \"dsv4_hybrid\""));
   }
-
 }

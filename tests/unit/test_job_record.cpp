@@ -23,11 +23,18 @@ struct SmallJob {
 };
 
 SmallJob small_job() {
-  const Args args = test::small_gpt_args(8) +
-                    Args{"--vocab-size", "1000", "--tensor-model-parallel-size", "2",
-                         "--pipeline-model-parallel-size", "2",
-                         "--num-layers-per-virtual-pipeline-stage", "2", "--bf16",
-                         "--use-distributed-optimizer", "--seq-length", "128"};
+  const Args args = test::small_gpt_args(8) + Args{"--vocab-size",
+                                                   "1000",
+                                                   "--tensor-model-parallel-size",
+                                                   "2",
+                                                   "--pipeline-model-parallel-size",
+                                                   "2",
+                                                   "--num-layers-per-virtual-pipeline-stage",
+                                                   "2",
+                                                   "--bf16",
+                                                   "--use-distributed-optimizer",
+                                                   "--seq-length",
+                                                   "128"};
   SmallJob job;
   job.spec = expect_ok(job_from_megatron_args(args, 16, nullptr));
   job.spec.model_name = "small";
@@ -72,7 +79,7 @@ TEST_SUITE("job") {
     CHECK(r.launch->args[0] == "--num-layers");
     CHECK(r.launch->world_size == 16);
     CHECK(write_job_json(r) == job.files.back().content);
-    REQUIRE(r.memory.size() == 2);  // one per pipeline stage
+    REQUIRE(r.memory.size() == 2);                     // one per pipeline stage
     CHECK(r.memory[1].activations.terms.size() == 2);  // decoder layers, output and loss
     CHECK(r.memory[1].peak_bytes == r.memory[1].persistent_bytes + r.memory[1].activation_bytes);
   }
@@ -98,15 +105,15 @@ TEST_SUITE("job") {
     CHECK(error_of(replaced(text, "\"pp\": 2", "\"pp\": 3"))
               .find("lists 4 chunks; pp 3 x vpp 2 makes 6") != std::string::npos);
     CHECK(error_of(replaced(text, "\"stage0.chunk1.layout.json\"", "\"../x.json\""))
-              .find("/chunks/1/layout: expected a file name beside job.json") !=
-          std::string::npos);
+              .find("/chunks/1/layout: expected a file name beside job.json") != std::string::npos);
     const std::size_t sha = text.find("\"layout_sha256\": \"") + 18;
     CHECK(error_of(text.substr(0, sha) + "XYZ" + text.substr(sha + 3))
               .find("/chunks/0/layout_sha256: expected 64 lowercase hex digits") !=
           std::string::npos);
     CHECK(error_of(replaced(text, "paramlayout.job/v1", "paramlayout.job/v2"))
               .find("unsupported version") != std::string::npos);
-    CHECK(error_of(replaced(text, "\"stage0.chunk1.manifest.json\"", "\"stage0.chunk0.manifest.json\""))
+    CHECK(error_of(
+              replaced(text, "\"stage0.chunk1.manifest.json\"", "\"stage0.chunk0.manifest.json\""))
               .find("names \"stage0.chunk0.manifest.json\" a second time") != std::string::npos);
   }
 
@@ -114,8 +121,8 @@ TEST_SUITE("job") {
     SmallJob job = small_job();
     std::vector<JobChunkFiles> files;
     for (std::size_t i = 0; i < job.plan.chunks.size(); ++i) {
-      files.push_back({&job.record.chunks[i], &job.plan.chunks[i].manifest,
-                       &job.plan.chunks[i].layout});
+      files.push_back(
+          {&job.record.chunks[i], &job.plan.chunks[i].manifest, &job.plan.chunks[i].layout});
     }
     CHECK(check_job_record(job.record, files).empty());
     auto first = [&](JobRecord changed) {

@@ -38,8 +38,7 @@ std::int64_t cost_of(const Param& p) {
 
 OracleBuffer oracle_layerwise(const std::vector<const Param*>& params, std::int64_t dp,
                               std::optional<std::int64_t> bucket_size, bool busbw) {
-  const std::int64_t divisor = std::lcm(std::int64_t{64},
-                                        bucket_divisor(dp, busbw) / dp);
+  const std::int64_t divisor = std::lcm(std::int64_t{64}, bucket_divisor(dp, busbw) / dp);
   OracleBuffer out;
   std::vector<std::int64_t> loads(dp, 0);
   std::int64_t bucket_start = 0;
@@ -183,8 +182,8 @@ TEST_SUITE("layerwise-oracle") {
         for (const Param& p : m.params) {
           if (buffer_key_of(p, o).layerwise) layerwise.push_back(&p);
         }
-        const OracleBuffer want = oracle_layerwise(layerwise, dp, o.bucket_size,
-                                                   o.pad_for_high_nccl_busbw);
+        const OracleBuffer want =
+            oracle_layerwise(layerwise, dp, o.bucket_size, o.pad_for_high_nccl_busbw);
         for (const BufferLayout& b : layout.buffers) {
           if (!b.key.layerwise) continue;
           CAPTURE(dp);

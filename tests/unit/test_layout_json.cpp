@@ -89,8 +89,7 @@ TEST_SUITE("layout-json") {
     const std::string text = write_layout_json(l);
     CHECK(nlohmann::json::parse(text)["buffers"][0]["params"][0]["name"] ==
           "quote\" back\\slash\ttab\x01 ünï");
-    CHECK(expect_ok(parse_layout(text, "l.json")).buffers[0].params[0].name ==
-          b.params[0].name);
+    CHECK(expect_ok(parse_layout(text, "l.json")).buffers[0].params[0].name == b.params[0].name);
   }
 
   TEST_CASE("one line per param and per bucket, for readable text diffs") {

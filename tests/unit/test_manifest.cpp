@@ -54,8 +54,7 @@ TEST_SUITE("manifest") {
 
   TEST_CASE("sha256 is of the exact bytes") {
     // FIPS 180-2 test vector.
-    CHECK(sha256_hex("abc") ==
-          "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     const std::string text = R"({"schema": "paramlayout.manifest/v1", "params": []})";
     CHECK(expect_ok(parse_manifest(text, "m.json")).sha256 == sha256_hex(text));
   }
@@ -85,7 +84,8 @@ TEST_SUITE("manifest") {
             {"name": "a/b~c", "shape": [2], "dtype": "float32", "use_muon": "no"}]})") ==
           "m.json: /params/0/use_muon: expected true or false, got \"no\"");
     CHECK(error_of(R"({"schema": "paramlayout.manifest/v1", "params": [
-            {"name": "a", "shape": [2]}]})") == "m.json: /params/0: missing required key \"dtype\"");
+            {"name": "a", "shape": [2]}]})") ==
+          "m.json: /params/0: missing required key \"dtype\"");
     CHECK(error_of(R"({"schema": "paramlayout.manifest/v1", "params": [
             {"name": "a", "shape": [2], "dtype": "float32"},
             {"name": "a", "shape": [2], "dtype": "float32"}]})") ==
@@ -99,7 +99,8 @@ TEST_SUITE("manifest") {
   TEST_CASE("a long value is shortened in messages") {
     const std::string name(200, 'x');
     const std::string message = error_of(R"({"schema": "paramlayout.manifest/v1", "params": [
-            {"name": "a", "shape": [2], "dtype": ")" + name + R"("}]})");
+            {"name": "a", "shape": [2], "dtype": ")" +
+                                         name + R"("}]})");
     CHECK(message.size() < 160);
     CHECK(message.find("...") != std::string::npos);
   }

@@ -69,22 +69,20 @@ TEST_SUITE("model") {
     const ModelChunk c = build_chunk(m, {}, placement({0}, true, true, false));
     // LayerNorm (Megatron-LM's default) has biases; add_bias_linear is on by default; tied
     // embeddings on one stage: no output_layer.weight.
-    CHECK(names(c) == std::vector<std::string>{
-                          "embedding.word_embeddings.weight",
-                          "decoder.layers.0.self_attention.linear_proj.weight",
-                          "decoder.layers.0.self_attention.linear_proj.bias",
-                          "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight",
-                          "decoder.layers.0.self_attention.linear_qkv.layer_norm_bias",
-                          "decoder.layers.0.self_attention.linear_qkv.weight",
-                          "decoder.layers.0.self_attention.linear_qkv.bias",
-                          "decoder.layers.0.mlp.linear_fc1.layer_norm_weight",
-                          "decoder.layers.0.mlp.linear_fc1.layer_norm_bias",
-                          "decoder.layers.0.mlp.linear_fc1.weight",
-                          "decoder.layers.0.mlp.linear_fc1.bias",
-                          "decoder.layers.0.mlp.linear_fc2.weight",
-                          "decoder.layers.0.mlp.linear_fc2.bias",
-                          "decoder.final_layernorm.weight",
-                          "decoder.final_layernorm.bias"});
+    CHECK(names(c) ==
+          std::vector<std::string>{
+              "embedding.word_embeddings.weight",
+              "decoder.layers.0.self_attention.linear_proj.weight",
+              "decoder.layers.0.self_attention.linear_proj.bias",
+              "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight",
+              "decoder.layers.0.self_attention.linear_qkv.layer_norm_bias",
+              "decoder.layers.0.self_attention.linear_qkv.weight",
+              "decoder.layers.0.self_attention.linear_qkv.bias",
+              "decoder.layers.0.mlp.linear_fc1.layer_norm_weight",
+              "decoder.layers.0.mlp.linear_fc1.layer_norm_bias",
+              "decoder.layers.0.mlp.linear_fc1.weight", "decoder.layers.0.mlp.linear_fc1.bias",
+              "decoder.layers.0.mlp.linear_fc2.weight", "decoder.layers.0.mlp.linear_fc2.bias",
+              "decoder.final_layernorm.weight", "decoder.final_layernorm.bias"});
     CHECK(find(c, "embedding.word_embeddings.weight").shape == Shape{1024, 64});
     CHECK(find(c, "decoder.layers.0.self_attention.linear_qkv.weight").shape == Shape{192, 64});
   }
@@ -148,8 +146,10 @@ TEST_SUITE("model") {
     const auto expert_flags = [&](TensorSplit s) {
       std::map<bool, int> out;
       for (const ChunkParam& p : build_chunk(m, s, placement({0}, false, false, false)).params) {
-        if (p.name.find(".experts.") != std::string::npos) ++out[p.expert_parallel];
-        else CHECK_FALSE(p.expert_parallel);
+        if (p.name.find(".experts.") != std::string::npos)
+          ++out[p.expert_parallel];
+        else
+          CHECK_FALSE(p.expert_parallel);
       }
       return out;
     };
@@ -159,8 +159,9 @@ TEST_SUITE("model") {
     CHECK(expert_flags({2, 1, 1}) == std::map<bool, int>{{true, 8}});
   }
 
-  TEST_CASE("expert order: TE's grouped linears interleave weights and biases; "
-            "SequentialMLP goes expert by expert; the shared gate comes first") {
+  TEST_CASE(
+      "expert order: TE's grouped linears interleave weights and biases; "
+      "SequentialMLP goes expert by expert; the shared gate comes first") {
     ModelSpec m = small_gpt();
     m.moe.num_experts = 2;
     m.moe.ffn_hidden_size = 32;
@@ -183,15 +184,13 @@ TEST_SUITE("model") {
     m.add_bias_linear = false;
     m.moe.shared_expert_size = 48;
     m.moe.shared_expert_gate = true;
-    CHECK(mlp_names() == std::vector<std::string>{
-                             "mlp.router.weight",
-                             "mlp.experts.local_experts.0.linear_fc1.weight",
-                             "mlp.experts.local_experts.0.linear_fc2.weight",
-                             "mlp.experts.local_experts.1.linear_fc1.weight",
-                             "mlp.experts.local_experts.1.linear_fc2.weight",
-                             "mlp.shared_experts.gate_weight",
-                             "mlp.shared_experts.linear_fc1.weight",
-                             "mlp.shared_experts.linear_fc2.weight"});
+    CHECK(mlp_names() ==
+          std::vector<std::string>{
+              "mlp.router.weight", "mlp.experts.local_experts.0.linear_fc1.weight",
+              "mlp.experts.local_experts.0.linear_fc2.weight",
+              "mlp.experts.local_experts.1.linear_fc1.weight",
+              "mlp.experts.local_experts.1.linear_fc2.weight", "mlp.shared_experts.gate_weight",
+              "mlp.shared_experts.linear_fc1.weight", "mlp.shared_experts.linear_fc2.weight"});
   }
 
   TEST_CASE("multi-latent attention: the up projections fuse norms only with qk_layernorm") {
@@ -207,21 +206,21 @@ TEST_SUITE("model") {
       }
       return out;
     };
-    CHECK(attention() == std::vector<std::string>{
-                             "input_layernorm.weight", "self_attention.linear_proj.weight",
-                             "self_attention.linear_q_down_proj.weight",
-                             "self_attention.linear_q_up_proj.weight",
-                             "self_attention.linear_kv_down_proj.weight",
-                             "self_attention.linear_kv_up_proj.weight"});
+    CHECK(attention() == std::vector<std::string>{"input_layernorm.weight",
+                                                  "self_attention.linear_proj.weight",
+                                                  "self_attention.linear_q_down_proj.weight",
+                                                  "self_attention.linear_q_up_proj.weight",
+                                                  "self_attention.linear_kv_down_proj.weight",
+                                                  "self_attention.linear_kv_up_proj.weight"});
     m.qk_layernorm = true;
     m.mla->q_lora_rank = 0;
-    CHECK(attention() == std::vector<std::string>{
-                             "input_layernorm.weight", "self_attention.linear_proj.weight",
-                             "self_attention.linear_q_proj.layer_norm_weight",
-                             "self_attention.linear_q_proj.weight",
-                             "self_attention.linear_kv_down_proj.weight",
-                             "self_attention.linear_kv_up_proj.layer_norm_weight",
-                             "self_attention.linear_kv_up_proj.weight"});
+    CHECK(attention() ==
+          std::vector<std::string>{"input_layernorm.weight", "self_attention.linear_proj.weight",
+                                   "self_attention.linear_q_proj.layer_norm_weight",
+                                   "self_attention.linear_q_proj.weight",
+                                   "self_attention.linear_kv_down_proj.weight",
+                                   "self_attention.linear_kv_up_proj.layer_norm_weight",
+                                   "self_attention.linear_kv_up_proj.weight"});
     const ModelChunk c = build_chunk(m, {2, 1, 2}, placement({0}, false, false, false));
     // heads 4 x (8 + 4) / tp 2; kv down: 16 + 4 rows, not split; kv up: 4 x (8 + 8) / 2.
     CHECK(find(c, "decoder.layers.0.self_attention.linear_q_proj.weight").shape == Shape{24, 64});

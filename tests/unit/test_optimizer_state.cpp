@@ -352,15 +352,21 @@ TEST_SUITE("job-optimizer-state") {
   TEST_CASE("expert params outside the emerging optimizer with the layer-wise layout: refused") {
     // optimizer/__init__.py:918-926: Adam's expert-parallel groups (the experts' biases) have
     // no distributed optimizer of their own on the layer-wise path.
-    const Args moe = {"--num-experts", "4", "--expert-model-parallel-size", "2", "--bf16",
-                      "--use-distributed-optimizer", "--optimizer", "muon"};
+    const Args moe = {"--num-experts",
+                      "4",
+                      "--expert-model-parallel-size",
+                      "2",
+                      "--bf16",
+                      "--use-distributed-optimizer",
+                      "--optimizer",
+                      "muon"};
     const JobSpec biased = expect_ok(job_from_megatron_args(small_model() + moe, 4, nullptr));
     Result<JobPlan> refused = plan_job(biased);
     REQUIRE_FALSE(refused);
     CHECK(refused.error().message.find(".bias is an expert-parallel param the emerging "
                                        "optimizer leaves to Adam") != std::string::npos);
-    const JobSpec plain = expect_ok(job_from_megatron_args(
-        small_model() + moe + Args{"--disable-bias-linear"}, 4, nullptr));
+    const JobSpec plain = expect_ok(
+        job_from_megatron_args(small_model() + moe + Args{"--disable-bias-linear"}, 4, nullptr));
     CHECK(plan_job(plain));
     const JobSpec legacy = expect_ok(job_from_megatron_args(
         small_model() + moe + Args{"--no-use-layer-wise-param-layout"}, 4, nullptr));
@@ -409,10 +415,10 @@ TEST_SUITE("job-optimizer-state") {
     options.dp = 8;
     chunk.layout = expect_ok(plan(chunk.manifest, options));
     REQUIRE(chunk.layout.buffers.size() == 1);
-    const BufferLayout& b = chunk.layout.buffers[0];
+    const BufferLayout &b = chunk.layout.buffers[0];
     REQUIRE(b.numel == 1024);
     REQUIRE(b.num_shards == 8);
-    for (const ParamSlot& slot : b.params) CHECK(slot.start % 64 == 0);
+    for (const ParamSlot &slot : b.params) CHECK(slot.start % 64 == 0);
     chunk.stats = expect_ok(layout_stats(chunk.layout, chunk.manifest));
     JobSpec job;
     job.optimizer.distributed = true;

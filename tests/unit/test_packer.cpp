@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "layerwise/costs.hpp"
+#include "layerwise/megatron.hpp"
 #include "paramlayout/check.hpp"
 #include "paramlayout/costs.hpp"
 #include "paramlayout/layout_json.hpp"
@@ -13,8 +15,6 @@
 #include "paramlayout/stats.hpp"
 #include "paramlayout/synth.hpp"
 #include "reference_cases.hpp"
-#include "layerwise/costs.hpp"
-#include "layerwise/megatron.hpp"
 #include "test_support.hpp"
 
 using namespace paramlayout;
@@ -131,10 +131,8 @@ TEST_SUITE("packer") {
         CAPTURE(shape.config);
         CAPTURE(dp);
         const PlanOptions options = layerwise_at(dp);
-        const LayoutStats b =
-            expect_ok(layout_stats(with_packer(m, options, Packer::balanced), m));
-        const LayoutStats g =
-            expect_ok(layout_stats(with_packer(m, options, Packer::megatron), m));
+        const LayoutStats b = expect_ok(layout_stats(with_packer(m, options, Packer::balanced), m));
+        const LayoutStats g = expect_ok(layout_stats(with_packer(m, options, Packer::megatron), m));
         // Measured with Megatron-LM's packer: 9.2 / 41.7 (Llama), 40.1 / 34.4 (Mixtral),
         // 1.7 / 1.7 % (Qwen3); the floor is 0 for all six.
         CHECK(b.floor_percent() == doctest::Approx(0.0));
@@ -219,8 +217,7 @@ TEST_SUITE("packer") {
     const Layout balanced = with_packer(m, options, Packer::balanced);
     CHECK(check_layout(balanced, m).empty());
     const LayoutStats b = expect_ok(layout_stats(balanced, m));
-    const LayoutStats g =
-        expect_ok(layout_stats(with_packer(m, options, Packer::megatron), m));
+    const LayoutStats g = expect_ok(layout_stats(with_packer(m, options, Packer::megatron), m));
     CHECK(g.padding_percent() > 10.0);
     CHECK(b.padding_percent() < 3.0);
     CHECK(b.cost_imbalance <= g.cost_imbalance);
@@ -262,8 +259,7 @@ TEST_SUITE("packer") {
       const Layout balanced = with_packer(m, options, Packer::balanced);
       CHECK(check_layout(balanced, m).empty());
       const LayoutStats b = expect_ok(layout_stats(balanced, m));
-      const LayoutStats g =
-          expect_ok(layout_stats(with_packer(m, options, Packer::megatron), m));
+      const LayoutStats g = expect_ok(layout_stats(with_packer(m, options, Packer::megatron), m));
       CHECK(b.padding < g.padding);
     }
   }
@@ -283,8 +279,7 @@ TEST_SUITE("packer") {
                                                 "ranks.json"));
     PlanOptions options = layerwise_at(2);
     options.bucket_size.reset();
-    const LayoutStats g =
-        expect_ok(layout_stats(with_packer(m, options, Packer::megatron), m));
+    const LayoutStats g = expect_ok(layout_stats(with_packer(m, options, Packer::megatron), m));
     const Layout balanced = with_packer(m, options, Packer::balanced);
     CHECK(check_layout(balanced, m).empty());
     const LayoutStats b = expect_ok(layout_stats(balanced, m));

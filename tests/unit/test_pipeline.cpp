@@ -20,8 +20,7 @@ using paramlayout::test::source_path;
 namespace {
 
 const json& cases_file() {
-  static const json cases =
-      json::parse(read_text(source_path("testdata/pipeline/cases.json")));
+  static const json cases = json::parse(read_text(source_path("testdata/pipeline/cases.json")));
   return cases;
 }
 
@@ -30,8 +29,8 @@ const json& cases_file() {
 Result<std::vector<ChunkPlacement>> split(const json& c) {
   std::vector<std::string> args = cases_file().at("model_args").get<std::vector<std::string>>();
   for (const json& a : c.at("args")) args.push_back(a.get<std::string>());
-  Result<JobSpec> job = job_from_megatron_args(args, c.at("world_size").get<std::int64_t>(),
-                                               nullptr);
+  Result<JobSpec> job =
+      job_from_megatron_args(args, c.at("world_size").get<std::int64_t>(), nullptr);
   if (!job) return job.error();
   return place_layers(job->pipeline);
 }
@@ -49,8 +48,7 @@ TEST_SUITE("pipeline") {
       Result<std::vector<ChunkPlacement>> placed = split(c);
       if (!c.contains("chunks")) {
         REQUIRE_FALSE(placed);
-        CHECK(placed.error().message.find(c.at("refused").get<std::string>()) !=
-              std::string::npos);
+        CHECK(placed.error().message.find(c.at("refused").get<std::string>()) != std::string::npos);
         continue;
       }
       if (!placed) FAIL(placed.error().message);
@@ -113,7 +111,7 @@ TEST_SUITE("pipeline") {
 
   TEST_CASE("layout strings unroll as Megatron-LM's grammar says") {
     CHECK(stages("Et*3|(tt|)*29m|L").size() == 32);
-    CHECK(stages("Et*3|(tt|)*29,m|L") == stages("Et*3|(tt|)*29m|L"));  // commas are cosmetic
+    CHECK(stages("Et*3|(tt|)*29,m|L") == stages("Et*3|(tt|)*29m|L"));    // commas are cosmetic
     CHECK(stages("Ett*3|L") == std::vector<std::string>{"Etttt", "L"});  // '*' takes one char
     CHECK(stages("(t*2|)*3L") == std::vector<std::string>{"tt", "tt", "tt", "L"});
     CHECK(stages("E||tL|") == std::vector<std::string>{"E", "", "tL", ""});
@@ -130,11 +128,15 @@ TEST_SUITE("pipeline") {
   }
 
   TEST_CASE("layout strings are written with runs folded, and read back as they were") {
-    const std::vector<std::vector<std::string>> cases{
-        {"Ett", "tt", "tt", "tmL"}, {"Et", "t", "t", "tL"}, {"EtL"}, {"Et", "tL"},
-        {"Et", "tt", "tt"},         {"E", "", "", "L"},     {"Ettt", "tt", "tt", "ttt", "ttt", "tmL"}};
+    const std::vector<std::vector<std::string>> cases{{"Ett", "tt", "tt", "tmL"},
+                                                      {"Et", "t", "t", "tL"},
+                                                      {"EtL"},
+                                                      {"Et", "tL"},
+                                                      {"Et", "tt", "tt"},
+                                                      {"E", "", "", "L"},
+                                                      {"Ettt", "tt", "tt", "ttt", "ttt", "tmL"}};
     const std::vector<std::string> written{
-        "Et*2|(t*2|)*2,tmL", "Et|(t|)*2,tL", "EtL", "Et|tL", "Et|t*2|t*2", "E|(|)*2,L",
+        "Et*2|(t*2|)*2,tmL",         "Et|(t|)*2,tL", "EtL", "Et|tL", "Et|t*2|t*2", "E|(|)*2,L",
         "Et*3|(t*2|)*2,(t*3|)*2,tmL"};
     REQUIRE(cases.size() == written.size());
     for (std::size_t i = 0; i < cases.size(); ++i) {

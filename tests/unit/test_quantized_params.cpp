@@ -19,10 +19,25 @@ using Args = std::vector<std::string>;
 namespace {
 
 Args model() {
-  return {"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
-          "--vocab-size", "1000", "--position-embedding-type", "rope", "--swiglu",
-          "--disable-bias-linear", "--normalization", "RMSNorm", "--bf16",
-          "--use-distributed-optimizer", "--fp8-format", "hybrid", "--fp8-param-gather"};
+  return {"--num-layers",
+          "4",
+          "--hidden-size",
+          "64",
+          "--num-attention-heads",
+          "4",
+          "--vocab-size",
+          "1000",
+          "--position-embedding-type",
+          "rope",
+          "--swiglu",
+          "--disable-bias-linear",
+          "--normalization",
+          "RMSNorm",
+          "--bf16",
+          "--use-distributed-optimizer",
+          "--fp8-format",
+          "hybrid",
+          "--fp8-param-gather"};
 }
 
 Args operator+(Args a, const Args& b) {
@@ -91,8 +106,7 @@ TEST_SUITE("job-fp8-params") {
   }
 
   TEST_CASE("--first-last-layers-bf16 keeps those layers' weights bf16") {
-    const JobPlan p = plan(model() + Args{"--fp8-recipe", "tensorwise",
-                                          "--first-last-layers-bf16",
+    const JobPlan p = plan(model() + Args{"--fp8-recipe", "tensorwise", "--first-last-layers-bf16",
                                           "--num-layers-at-end-in-bf16", "2"});
     const std::vector<std::string> fp8 = stored_as(p, Storage::fp8);
     CHECK(fp8.size() == 4);  // layer 1 only
@@ -113,8 +127,8 @@ TEST_SUITE("job-fp8-params") {
     Args no_fp8 = model();
     no_fp8.erase(no_fp8.end() - 3, no_fp8.end() - 1);  // drop --fp8-format hybrid
     CHECK(error(no_fp8).find("must be used together with fp8 mode") != std::string::npos);
-    CHECK(error(model() + Args{"--first-last-layers-bf16"}).find(
-              "delayed scaling does not support first / last layer in BF16") !=
+    CHECK(error(model() + Args{"--first-last-layers-bf16"})
+              .find("delayed scaling does not support first / last layer in BF16") !=
           std::string::npos);
     // TE's replace_raw_data raises for MXFP8Tensor (tensor/utils.py:68-69), which DDP
     // calls for each quantized param without the flag (param_and_grad_buffer.py:1263-1291).
@@ -137,8 +151,8 @@ TEST_SUITE("job-fp8-params") {
     // optimizer_config.py:407-414: the precision-aware optimizer's TE master weights only
     // with delayed scaling; otherwise distrib_optimizer.py:421-450's float32 main params.
     const JobPlan delayed = plan(model() + Args{"--use-precision-aware-optimizer"});
-    const JobPlan tensorwise = plan(model() + Args{"--use-precision-aware-optimizer",
-                                                   "--fp8-recipe", "tensorwise"});
+    const JobPlan tensorwise =
+        plan(model() + Args{"--use-precision-aware-optimizer", "--fp8-recipe", "tensorwise"});
     for (const JobPlan* p : {&delayed, &tensorwise}) {
       for (const BufferStats& b : p->chunks[0].stats.buffers) {
         const std::int64_t owned = (b.param_elements + b.padding) / 2;
@@ -157,8 +171,8 @@ constexpr std::int64_t kQuantizedElements = 4 * (192 * 64 + 64 * 64 + 256 * 64 +
 
 TEST_SUITE("job-mxfp8-nvfp4-params") {
   TEST_CASE("mxfp8 params: the param buffer is a bfloat16 view of the float32 grad buffer") {
-    const JobPlan p = plan(model() + Args{"--fp8-recipe", "mxfp8",
-                                          "--reuse-grad-buf-for-mxfp8-param-ag"});
+    const JobPlan p =
+        plan(model() + Args{"--fp8-recipe", "mxfp8", "--reuse-grad-buf-for-mxfp8-param-ag"});
     CHECK(stored_as(p, Storage::mxfp8).size() == 16);
     const BufferStats& b = quantized_buffer(p);
     CHECK(b.param_elements == kQuantizedElements);
@@ -194,10 +208,10 @@ TEST_SUITE("job-mxfp8-nvfp4-params") {
   }
 
   TEST_CASE("nvfp4: the bf16 first / last layers, and multi-token prediction layers, stay bf16") {
-    const JobPlan p = plan(bf16_model() + Args{"--fp4-format", "e2m1", "--fp4-param-gather",
-                                               "--first-last-layers-bf16",
-                                               "--num-layers-at-end-in-bf16", "2",
-                                               "--mtp-num-layers", "1"});
+    const JobPlan p =
+        plan(bf16_model() + Args{"--fp4-format", "e2m1", "--fp4-param-gather",
+                                 "--first-last-layers-bf16", "--num-layers-at-end-in-bf16", "2",
+                                 "--mtp-num-layers", "1"});
     const std::vector<std::string> nvfp4 = stored_as(p, Storage::nvfp4);
     CHECK(nvfp4.size() == 4);  // layer 1 only (fp4_utils.py:248-262)
     for (const std::string& name : nvfp4) CHECK(name.find("decoder.layers.1.") == 0);
@@ -227,8 +241,8 @@ TEST_SUITE("job-mxfp8-nvfp4-params") {
   TEST_CASE("fp4 params that Megatron-LM refuses, or that cannot be known, are refused") {
     CHECK(error(bf16_model() + Args{"--fp4-param-gather"}).find("--fp4-format") !=
           std::string::npos);
-    CHECK(error(bf16_model() + Args{"--fp4-format", "e2m1", "--fp4-param-gather",
-                                    "--fp4-recipe", "custom"})
+    CHECK(error(bf16_model() +
+                Args{"--fp4-format", "e2m1", "--fp4-param-gather", "--fp4-recipe", "custom"})
               .find("cannot be known ahead of time") != std::string::npos);
     CHECK(error(bf16_model() + Args{"--reuse-grad-buf-for-mxfp8-param-ag"})
               .find("needs --fp8-param-gather") != std::string::npos);

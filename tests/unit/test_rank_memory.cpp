@@ -20,8 +20,8 @@ constexpr std::int64_t kS = 128, kH = 64, kA = 4, kV = 1024;
 /// A small GPT of `layers` layers, hidden 64, 4 heads, a vocabulary of 1024 (padded to itself
 /// at tp 1 and 2), sequence 128.
 Args gpt(std::int64_t layers) {
-  return test::small_gpt_args(layers) + Args{"--vocab-size", std::to_string(kV), "--seq-length",
-                                             std::to_string(kS)};
+  return test::small_gpt_args(layers) +
+         Args{"--vocab-size", std::to_string(kV), "--seq-length", std::to_string(kS)};
 }
 
 std::vector<RankMemory> memory(const Args& args, std::int64_t world) {
@@ -50,11 +50,10 @@ std::vector<std::int64_t> in_flight(const std::vector<RankMemory>& stages) {
 
 TEST_CASE("a local layer saves 34sbh/t + 5as^2b/t with sequence parallelism (Table 2)") {
   const std::int64_t b = 2, t = 2, layers = 4;
-  const auto stages = memory(gpt(layers) + Args{"--transformer-impl", "local",
-                                                "--micro-batch-size", "2",
-                                                "--tensor-model-parallel-size", "2",
-                                                "--sequence-parallel"},
-                             2);
+  const auto stages =
+      memory(gpt(layers) + Args{"--transformer-impl", "local", "--micro-batch-size", "2",
+                                "--tensor-model-parallel-size", "2", "--sequence-parallel"},
+             2);
   REQUIRE(stages.size() == 1);
   const std::int64_t layer = (34 * kS * b * kH + 5 * kA * kS * kS * b) / t;
   CHECK(term(stages[0], "decoder_layers") == layers * layer);
@@ -67,8 +66,7 @@ TEST_CASE("a local layer saves 34sbh/t + 5as^2b/t with sequence parallelism (Tab
 
 TEST_CASE("without sequence parallelism the norms, dropouts and QKV input are whole") {
   const auto stages =
-      memory(gpt(2) + Args{"--tensor-model-parallel-size", "2", "--transformer-impl", "local"},
-             2);
+      memory(gpt(2) + Args{"--tensor-model-parallel-size", "2", "--transformer-impl", "local"}, 2);
   // Table 2's no-parallelism row: sbh(10 + 24/t) + 5as^2b/t.
   const std::int64_t layer = kS * kH * (10 + 24 / 2) + 5 * kA * kS * kS / 2;
   CHECK(term(stages[0], "decoder_layers") == 2 * layer);
@@ -81,18 +79,16 @@ TEST_CASE("selective recompute drops the softmax and Transformer Engine never sa
 }
 
 TEST_CASE("full uniform recompute keeps each group's input and one group's working set") {
-  const auto stages = memory(gpt(4) + Args{"--recompute-granularity", "full",
-                                           "--recompute-method", "uniform",
-                                           "--recompute-num-layers", "2"},
+  const auto stages = memory(gpt(4) + Args{"--recompute-granularity", "full", "--recompute-method",
+                                           "uniform", "--recompute-num-layers", "2"},
                              1);
   CHECK(term(stages[0], "decoder_layers") == 2 * 2 * kS * kH);
   CHECK(term(stages[0], "recompute_working_set") == 2 * 34 * kS * kH);
 }
 
 TEST_CASE("full block recompute recomputes the first layers of the chunk only") {
-  const auto stages = memory(gpt(4) + Args{"--recompute-granularity", "full",
-                                           "--recompute-method", "block",
-                                           "--recompute-num-layers", "1"},
+  const auto stages = memory(gpt(4) + Args{"--recompute-granularity", "full", "--recompute-method",
+                                           "block", "--recompute-num-layers", "1"},
                              1);
   CHECK(term(stages[0], "decoder_layers") == 2 * kS * kH + 3 * 34 * kS * kH);
   CHECK(term(stages[0], "recompute_working_set") == 34 * kS * kH);
@@ -110,9 +106,12 @@ TEST_CASE("1F1B keeps p - stage micro-batches in flight, fewer when the step has
 }
 
 TEST_CASE("the interleaved schedule's warm-up: (p - stage - 1) x 2 + (v - 1) x p, then one") {
-  const Args line = gpt(16) + Args{"--pipeline-model-parallel-size", "4",
-                                   "--num-layers-per-virtual-pipeline-stage", "2",
-                                   "--global-batch-size", "8"};
+  const Args line = gpt(16) + Args{"--pipeline-model-parallel-size",
+                                   "4",
+                                   "--num-layers-per-virtual-pipeline-stage",
+                                   "2",
+                                   "--global-batch-size",
+                                   "8"};
   const auto stages = memory(line, 4);
   CHECK(in_flight(stages) == std::vector<std::int64_t>{11, 9, 7, 5});
   // Stage 0 holds 11 chunk-micro-batches of 2 layers: 16 x (1 + 3/8) layers in all, the
@@ -121,8 +120,8 @@ TEST_CASE("the interleaved schedule's warm-up: (p - stage - 1) x 2 + (v - 1) x p
 }
 
 TEST_CASE("the persistent terms are the stage's buffers and optimizer state, exact") {
-  const Args line = gpt(4) + Args{"--pipeline-model-parallel-size", "2", "--bf16",
-                                  "--use-distributed-optimizer"};
+  const Args line =
+      gpt(4) + Args{"--pipeline-model-parallel-size", "2", "--bf16", "--use-distributed-optimizer"};
   const JobSpec job = expect_ok(job_from_megatron_args(line, 4, nullptr));
   const JobPlan plan = expect_ok(plan_job(job));
   const auto stages = expect_ok(rank_memory(job, plan));
@@ -142,8 +141,8 @@ TEST_CASE("model buffers: rotary frequencies and table, the routers' expert bias
   // Head dim 64 / 4 = 16, turned at 50%: d = 8, inv_freq 4 fp32 (16 B), the forward's table
   // [128, 1, 1, 8] fp32 (4096 B); two MoE routers of 4 experts, each an fp32 expert_bias and
   // a local_tokens_per_expert Float16Module made bf16 (24 B).
-  const Args rope = gpt(2) + Args{"--position-embedding-type", "rope", "--rotary-percent", "0.5",
-                                  "--bf16"};
+  const Args rope =
+      gpt(2) + Args{"--position-embedding-type", "rope", "--rotary-percent", "0.5", "--bf16"};
   CHECK(term(memory(rope, 1)[0], "model_buffers") == 16 + 4096);
   const Args moe = rope + Args{"--num-experts", "4", "--moe-router-enable-expert-bias"};
   CHECK(term(memory(moe, 1)[0], "model_buffers") == 16 + 4096 + 2 * 24);
@@ -170,9 +169,8 @@ TEST_CASE("GPUs by name, as their driver reports their memory") {
 
 TEST_CASE("the loss's logits span the padded vocabulary") {
   // 1000 rows are padded to 1024 (a multiple of 128 x tp) as Megatron-LM's output layer has.
-  const auto stages = memory(test::small_gpt_args(2) +
-                                 Args{"--vocab-size", "1000", "--seq-length", "128"},
-                             1);
+  const auto stages =
+      memory(test::small_gpt_args(2) + Args{"--vocab-size", "1000", "--seq-length", "128"}, 1);
   CHECK(term(stages[0], "output_and_loss") == 4 * kS * kH + 4 * kS * 1024);
 }
 

@@ -52,7 +52,8 @@ TEST_SUITE("reference") {
       CAPTURE(id);
       const std::string manifest_path = root + c.at("manifest").get<std::string>();
       const Manifest m = expect_ok(parse_manifest(read_text(manifest_path), manifest_path));
-      const Layout layout = expect_ok(plan(m, paramlayout::test::reference_options(c.at("options"))));
+      const Layout layout =
+          expect_ok(plan(m, paramlayout::test::reference_options(c.at("options"))));
       const json got = json::parse(write_layout_json(layout));
       const json want = json::parse(read_text(root + "expected/" + id + ".json"));
 

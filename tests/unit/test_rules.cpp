@@ -26,12 +26,12 @@ TEST_SUITE("rules") {
   }
 
   TEST_CASE("shard divisor is lcm(64, bucket_divisor / dp)") {
-    CHECK(shard_divisor(8, false) == 64);      // lcm(64, 16)
-    CHECK(shard_divisor(1, false) == 128);     // lcm(64, 128)
-    CHECK(shard_divisor(3, false) == 128);     // lcm(64, 128)
-    CHECK(shard_divisor(256, false) == 64);    // lcm(64, 1)
-    CHECK(shard_divisor(8, true) == 8192);     // lcm(64, 8192)
-    CHECK(shard_divisor(96, false) == 64);     // lcm(64, 4)
+    CHECK(shard_divisor(8, false) == 64);    // lcm(64, 16)
+    CHECK(shard_divisor(1, false) == 128);   // lcm(64, 128)
+    CHECK(shard_divisor(3, false) == 128);   // lcm(64, 128)
+    CHECK(shard_divisor(256, false) == 64);  // lcm(64, 1)
+    CHECK(shard_divisor(8, true) == 8192);   // lcm(64, 8192)
+    CHECK(shard_divisor(96, false) == 64);   // lcm(64, 4)
   }
 
   TEST_CASE("default bucket size is max(40M, 1M * dp)") {

@@ -105,11 +105,15 @@ TEST_SUITE("schema") {
     CHECK(layout_schema().valid(written));
   }
 
-  TEST_CASE("job.json as job writes it is schema-valid; the reader and the schema refuse the "
-            "same broken ones") {
-    const test::Args args = test::small_gpt_args(4) +
-                            test::Args{"--vocab-size", "1000", "--pipeline-model-parallel-size",
-                                       "2", "--bf16", "--use-distributed-optimizer"};
+  TEST_CASE(
+      "job.json as job writes it is schema-valid; the reader and the schema refuse the "
+      "same broken ones") {
+    const test::Args args = test::small_gpt_args(4) + test::Args{"--vocab-size",
+                                                                 "1000",
+                                                                 "--pipeline-model-parallel-size",
+                                                                 "2",
+                                                                 "--bf16",
+                                                                 "--use-distributed-optimizer"};
     const JobSpec spec = expect_ok(job_from_megatron_args(args, 8, nullptr));
     const JobPlan plan = expect_ok(plan_job(spec));
     LaunchRecord launch;

@@ -13,16 +13,16 @@
 #include "test_support.hpp"
 
 using namespace paramlayout;
-using paramlayout::test::expect_ok;
 using paramlayout::test::Args;
+using paramlayout::test::expect_ok;
 using paramlayout::test::operator+;
 
 namespace {
 
 Args small_model(std::int64_t layers) {
   return test::small_gpt_args(layers) +
-         Args{"--vocab-size", "1000", "--micro-batch-size", "1", "--global-batch-size", "64",
-              "--seq-length", "128"};
+         Args{"--vocab-size",        "1000", "--micro-batch-size", "1",
+              "--global-batch-size", "64",   "--seq-length",       "128"};
 }
 
 struct Shapes {
@@ -60,10 +60,14 @@ TEST_SUITE("search") {
   TEST_CASE("a sequence context parallelism cannot halve is refused before planning") {
     using D = SearchDimension;
     // 96 = 2 x 48: cp 16 needs a multiple of 32 (arguments.py:1336), cp 64 of 128.
-    const Args line = test::small_gpt_args(4) +
-                      Args{"--vocab-size", "1000", "--seq-length", "96",
-                           "--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size",
-                           "1"};
+    const Args line = test::small_gpt_args(4) + Args{"--vocab-size",
+                                                     "1000",
+                                                     "--seq-length",
+                                                     "96",
+                                                     "--tensor-model-parallel-size",
+                                                     "1",
+                                                     "--pipeline-model-parallel-size",
+                                                     "1"};
     const Shapes s = shapes_of(line, 64, {D::vpp, D::split, D::distributed_optimizer});
     std::vector<std::int64_t> cps;
     for (const search::LaunchShape& shape : s.shapes) cps.push_back(shape.cp);
@@ -160,14 +164,15 @@ TEST_SUITE("search") {
       if (!shape.split.layout.empty()) tried.emplace_back(shape.split.layout, shape.vpp);
     }
     CHECK(tried == std::vector<std::pair<std::string, std::int64_t>>{
-                       {"Et*4|t*4|t*5|t*3L", 2}, {"Et|t*3|(t*2|)*3,t*3|t*2|tL", 4},
+                       {"Et*4|t*4|t*5|t*3L", 2},
+                       {"Et|t*3|(t*2|)*3,t*3|t*2|tL", 4},
                        {"E|(t|)*2,t*2|(t|)*7,t*2|(t|)*3,L", 8}});
     const search::LaunchShape& laid = *std::find_if(
         v.shapes.begin(), v.shapes.end(), [](const auto& x) { return !x.split.layout.empty(); });
     SearchSpace space;
     space.fixed = {D::tp, D::cp, D::distributed_optimizer};
-    const std::vector<std::string> added = search::added_arguments(
-        laid, {}, space, std::vector<bool>(kSearchDimensions, false));
+    const std::vector<std::string> added =
+        search::added_arguments(laid, {}, space, std::vector<bool>(kSearchDimensions, false));
     CHECK(std::find(added.begin(), added.end(), "--pipeline-model-parallel-layout") != added.end());
     CHECK(std::find(added.begin(), added.end(), "--num-virtual-stages-per-pipeline-rank") ==
           added.end());
@@ -197,8 +202,8 @@ TEST_SUITE("search") {
     // qkv 3h/2 x h + 3h/2, proj h/2 x h + h, fc1 2h x h + 2h, fc2 2h x h + h and two
     // LayerNorms 4h; the word embedding 512 x h and positions 128 x h on the first stage;
     // the final LayerNorm 2h and the tied output's copy 512 x h on the last. Times tp.
-    const double layer = 1.5 * h * h + 1.5 * h + 0.5 * h * h + h + 2 * h * h + 2 * h +
-                         2 * h * h + h + 4 * h;
+    const double layer =
+        1.5 * h * h + 1.5 * h + 0.5 * h * h + h + 2 * h * h + 2 * h + 2 * h * h + h + 4 * h;
     const double params = 2 * (4 * layer + 512 * h + 128 * h + 2 * h + 512 * h);
     double planned = 0;
     for (const JobChunk& c : plan.chunks) planned += static_cast<double>(c.param_elements);

@@ -60,8 +60,9 @@ std::map<std::string, Placement> placements(const BufferLayout& buffer) {
 
 TEST_SUITE("strategies") {
   TEST_CASE("unpadded packs params back to back in backprop order") {
-    const Layout l = expect_ok(plan(manifest_of({vector("a", 10), vector("b", 20), vector("c", 30)}),
-                                    options(Strategy::unpadded, 4, 40)));
+    const Layout l =
+        expect_ok(plan(manifest_of({vector("a", 10), vector("b", 20), vector("c", 30)}),
+                       options(Strategy::unpadded, 4, 40)));
     REQUIRE(l.buffers.size() == 1);
     const BufferLayout& b = l.buffers[0];
     CHECK_FALSE(b.num_shards.has_value());
@@ -73,9 +74,9 @@ TEST_SUITE("strategies") {
   }
 
   TEST_CASE("sequential-dp aligns starts to 64 and pads bucket ends to lcm(dp, 128)") {
-    const Layout l = expect_ok(
-        plan(manifest_of({vector("c", 5), vector("a", 100), vector("b", 10)}),
-             options(Strategy::sequential_dp, 2, 50)));
+    const Layout l =
+        expect_ok(plan(manifest_of({vector("c", 5), vector("a", 100), vector("b", 10)}),
+                       options(Strategy::sequential_dp, 2, 50)));
     const BufferLayout& b = l.buffers[0];
     CHECK(b.num_shards == 2);
     // b [0,10); a at align(10) = 64, ends 164 >= 50: bucket [0, pad(164, 128) = 256).
@@ -108,9 +109,8 @@ TEST_SUITE("strategies") {
     f32.dtype = DType::float32;
     PlanOptions o = options(Strategy::sequential_dp, 4, std::nullopt);
     o.expert_dp = 2;
-    const Layout l = expect_ok(plan(manifest_of({matrix("w", 4, 4), fp8, expert, f32,
-                                                 matrix("v", 4, 4)}),
-                                    o));
+    const Layout l =
+        expect_ok(plan(manifest_of({matrix("w", 4, 4), fp8, expert, f32, matrix("v", 4, 4)}), o));
     REQUIRE(l.buffers.size() == 4);
     CHECK(l.buffers[0].key == BufferKey{DType::bfloat16, DType::bfloat16, false, false});
     CHECK(l.buffers[1].key == BufferKey{DType::uint8, DType::bfloat16, false, false});
@@ -140,9 +140,9 @@ TEST_SUITE("strategies") {
     Param cube = matrix("cube", 2, 2);
     cube.shape = {2, 2, 2};
     cube.numel = 8;
-    const Layout l = expect_ok(plan(manifest_of({emb, no_muon, cube, vector("bias", 8),
-                                                 matrix("w", 8, 4)}),
-                                    options(Strategy::layerwise, 2, std::nullopt)));
+    const Layout l =
+        expect_ok(plan(manifest_of({emb, no_muon, cube, vector("bias", 8), matrix("w", 8, 4)}),
+                       options(Strategy::layerwise, 2, std::nullopt)));
     REQUIRE(l.buffers.size() == 2);
     CHECK(l.buffers[0].strategy == Strategy::sequential_dp);
     CHECK(l.buffers[0].params.size() == 4);
@@ -172,8 +172,8 @@ TEST_SUITE("strategies") {
     const Layout l = expect_ok(plan(manifest_of({matrix("A", 16, 16), matrix("b", 8, 8)}),
                                     options(Strategy::layerwise, 2, std::nullopt)));
     const BufferLayout& b = l.buffers[0];
-    CHECK(placements(b) == std::map<std::string, Placement>{{"A", {0, 256, 0}},
-                                                            {"b", {256, 320, 0}}});
+    CHECK(placements(b) ==
+          std::map<std::string, Placement>{{"A", {0, 256, 0}}, {"b", {256, 320, 0}}});
     CHECK(b.buckets == std::vector<BucketRange>{{0, 512, 320}});
   }
 
@@ -194,14 +194,14 @@ TEST_SUITE("strategies") {
   TEST_CASE("layerwise: a shared embedding sits alone in shard 0 of its own bucket") {
     Param e = matrix("e", 10, 10);
     e.shared_embedding = true;
-    const Layout l = expect_ok(plan(manifest_of({e, matrix("w", 8, 8)}),
-                                    options(Strategy::layerwise, 4, std::nullopt)));
+    const Layout l = expect_ok(
+        plan(manifest_of({e, matrix("w", 8, 8)}), options(Strategy::layerwise, 4, std::nullopt)));
     const BufferLayout& b = l.buffers[0];
     // shard divisor(4) = lcm(64, 32) = 64. w: cap = 64/4*1.3 = 20.8 < 64, so the emptiest
     // shard 0; shards pad(64, 64) = 64 wide -> bucket [0, 256). e: shards pad(100, 64) = 128
     // wide -> bucket [256, 768) with e in shard 0.
-    CHECK(placements(b) == std::map<std::string, Placement>{{"w", {0, 64, 0}},
-                                                            {"e", {256, 356, 1}}});
+    CHECK(placements(b) ==
+          std::map<std::string, Placement>{{"w", {0, 64, 0}}, {"e", {256, 356, 1}}});
     CHECK(b.buckets == std::vector<BucketRange>{{0, 256, 64}, {256, 768, 100}});
   }
 
@@ -221,7 +221,8 @@ TEST_SUITE("strategies") {
     p.gtp_remat_size = std::int64_t{1} << 60;
     Result<Layout> l = plan(manifest_of({p}), options(Strategy::layerwise, 2, std::nullopt));
     REQUIRE_FALSE(l.ok());
-    CHECK(l.error().message == "test: param \"w\": its Newton-Schulz cost (shape and "
-                               "gtp_remat_size) exceeds 127 bits");
+    CHECK(l.error().message ==
+          "test: param \"w\": its Newton-Schulz cost (shape and "
+          "gtp_remat_size) exceeds 127 bits");
   }
 }

@@ -184,7 +184,6 @@ TEST_SUITE("manifest") {
     CHECK(error(R"({"schema": "paramlayout.manifest/v1", "params": [{"name": "a", "shape": [)" +
                 std::string(10000, '9') + R"(], "dtype": "float32"}]})")
               .size() < 300);
-    CHECK(error(R"({"schema": ")" + std::string(100000, 's') + R"(", "params": []})").size() <
-          300);
+    CHECK(error(R"({"schema": ")" + std::string(100000, 's') + R"(", "params": []})").size() < 300);
   }
 }

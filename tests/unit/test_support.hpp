@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "paramlayout/error.hpp"
+#include "paramlayout/hf_config.hpp"
+#include "paramlayout/job.hpp"
+#include "paramlayout/megatron_args.hpp"
 #include "paramlayout/synth.hpp"
 
 namespace paramlayout::test {
@@ -50,8 +53,39 @@ inline Args operator+(Args a, const Args& b) {
 /// A small GPT described by Megatron-LM's model arguments: `layers` layers, hidden size 64,
 /// 4 heads, 128 positions, without a vocabulary.
 inline Args small_gpt_args(std::int64_t layers) {
-  return {"--num-layers", std::to_string(layers), "--hidden-size", "64",
-          "--num-attention-heads", "4", "--max-position-embeddings", "128"};
+  return {"--num-layers",
+          std::to_string(layers),
+          "--hidden-size",
+          "64",
+          "--num-attention-heads",
+          "4",
+          "--max-position-embeddings",
+          "128"};
+}
+
+/// The small GPT of small_gpt_args with a vocabulary of 1,000.
+inline Args small_job_args(std::int64_t layers = 4) {
+  return small_gpt_args(layers) + Args{"--vocab-size", "1000"};
+}
+
+/// testdata/configs/NAME.json read as --hf-config reads it.
+inline HfModel hf_model(const std::string& name) {
+  const std::string path = source_path("testdata/configs/" + name + ".json");
+  return expect_ok(read_hf_config(read_text(path), path));
+}
+
+/// The job a launch line on `world` GPUs describes (`hf`: with --hf-config's model).
+inline JobSpec job_spec(const Args& args, std::int64_t world, const HfModel* hf = nullptr) {
+  return expect_ok(job_from_megatron_args(args, world, hf));
+}
+
+/// The error reading or planning the job gives.
+inline std::string job_error(const Args& args, std::int64_t world) {
+  Result<JobSpec> spec = job_from_megatron_args(args, world, nullptr);
+  if (!spec) return spec.error().message;
+  Result<JobPlan> plan = plan_job(*spec);
+  REQUIRE_FALSE(plan);
+  return plan.error().message;
 }
 
 }  // namespace paramlayout::test

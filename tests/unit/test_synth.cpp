@@ -7,8 +7,8 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "paramlayout/plan.hpp"
 #include "paramlayout/synth.hpp"
@@ -23,9 +23,7 @@ using paramlayout::test::synth_config;
 
 namespace {
 
-json published() {
-  return json::parse(read_text(source_path("testdata/configs/published.json")));
-}
+json published() { return json::parse(read_text(source_path("testdata/configs/published.json"))); }
 
 /// Every shipped config, by name ("llama3-8b").
 std::vector<std::string> shipped_configs() {
@@ -199,9 +197,7 @@ TEST_SUITE("synth") {
   }
 
   TEST_CASE("the shipped manifests are what synth writes, in Megatron-LM's order") {
-    const auto params = [](const std::string& text) {
-      return json::parse(text).at("params");
-    };
+    const auto params = [](const std::string& text) { return json::parse(text).at("params"); };
     SynthModel llama = synth_config("llama3-8b");
     llama.model = "llama3-8b";
     CHECK(params(read_text(source_path("testdata/manifests/llama3-8b.json"))) ==
@@ -241,8 +237,10 @@ TEST_SUITE("synth") {
           if (shape == p.shape) continue;
           int dims_split = 0;
           for (std::size_t d = 0; d < shape.size(); ++d) {
-            if (p.shape[d] * tp == shape[d]) ++dims_split;
-            else CHECK(p.shape[d] == shape[d]);
+            if (p.shape[d] * tp == shape[d])
+              ++dims_split;
+            else
+              CHECK(p.shape[d] == shape[d]);
           }
           CHECK(dims_split == 1);
           ++split;
@@ -367,9 +365,11 @@ TEST_SUITE("synth") {
               .find("missing required key \"num_hidden_layers\" (for LlamaForCausalLM)") !=
           std::string::npos);
     CHECK(synth_error(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": -3})")
-              .find("config.json: /hidden_size: expected an integer in [1, 16777215], got -3") == 0);
-    CHECK(synth_error(R"({"model_type": "llama"})").find("missing required key \"architectures\"") !=
-          std::string::npos);
+              .find("config.json: /hidden_size: expected an integer in [1, 16777215], got -3") ==
+          0);
+    CHECK(
+        synth_error(R"({"model_type": "llama"})").find("missing required key \"architectures\"") !=
+        std::string::npos);
     CHECK(synth_error("{not json").find("config.json") == 0);
     const std::string llama = config_text("llama3-8b");
     SynthOptions tp3;

@@ -15,8 +15,8 @@
 
 using namespace paramlayout;
 using namespace paramlayout::job;
-using paramlayout::test::expect_ok;
 using paramlayout::test::Args;
+using paramlayout::test::expect_ok;
 using paramlayout::test::operator+;
 
 namespace {

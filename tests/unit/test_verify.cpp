@@ -4,15 +4,15 @@
 #include <doctest/doctest.h>
 
 #include <bit>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 
-#include "verify/harness.hpp"
 #include "paramlayout/plan.hpp"
 #include "paramlayout/verify.hpp"
 #include "reference_cases.hpp"
 #include "test_support.hpp"
+#include "verify/harness.hpp"
 
 using namespace paramlayout;
 using namespace paramlayout::verify;
@@ -105,7 +105,8 @@ class ScalarBackend : public Backend {
   Result<CheckResult> check(const Round& round) override {
     CheckResult result;
     for (std::int64_t d = 0; d < round.devices; ++d) {
-      for (const Segment& s : round.kind == RoundKind::grads ? round.own_block[d] : round.all_blocks) {
+      for (const Segment& s :
+           round.kind == RoundKind::grads ? round.own_block[d] : round.all_blocks) {
         for (std::int64_t k = 0; k < s.length; ++k) {
           const std::uint32_t want = expected_values(round, s).bits(s.element + k);
           const std::uint32_t got = recv[d][s.begin + k];
@@ -204,8 +205,8 @@ TEST_SUITE("verify") {
     CHECK(integer_bits(200, Encoding::uint8) == 200);
     for (Encoding e : {Encoding::float32, Encoding::bfloat16, Encoding::float16}) {
       const int precision = e == Encoding::float32 ? 24 : e == Encoding::bfloat16 ? 8 : 11;
-      CHECK(kMaxContributors * (std::int64_t{contribution_mask(e)} + 1) <=
-            std::int64_t{1} << precision);
+      CHECK(kMaxContributors * (std::int64_t{contribution_mask(e)} + 1) <= std::int64_t{1}
+                                                                               << precision);
       for (std::uint32_t n = 0; n <= 256; ++n) CHECK(decode(integer_bits(n, e), e) == n);
     }
     for (std::int64_t dp : {1, 2, 3, 7, 64, 4096}) {
@@ -271,7 +272,7 @@ TEST_SUITE("verify") {
       CAPTURE(c.id);
       VerifyOptions options;
       options.backend = BackendChoice::cpu;
-      options.gpus = 1 + verified % 4;                 // 1 to 4 simulated devices
+      options.gpus = 1 + verified % 4;                        // 1 to 4 simulated devices
       options.max_block_elements = 1 << (14 + verified % 8);  // many chunks, and few
       const VerifyReport r = expect_ok(verify_layout(c.layout, c.manifest, options));
       CHECK(r.ok());

@@ -138,7 +138,8 @@ class Checker {
     }
     const std::int64_t expected_numel = b.buckets.empty() ? 0 : b.buckets.back().end;
     if (b.numel != expected_numel) {
-      add(at(i), fmt::format("numel is {}, but the last bucket ends at {}", b.numel, expected_numel));
+      add(at(i),
+          fmt::format("numel is {}, but the last bucket ends at {}", b.numel, expected_numel));
     }
   }
 
@@ -171,9 +172,9 @@ class Checker {
             fmt::format("starts at {}, not a multiple of {}", p.start, kParamAlignment));
       }
       if (p.start < covered_until) {
-        add(at(i, p.bucket, p.name), fmt::format("[{}, {}) overlaps param {} (which ends at {})",
-                                                 p.start, p.end, quoted(covered_by),
-                                                 covered_until));
+        add(at(i, p.bucket, p.name),
+            fmt::format("[{}, {}) overlaps param {} (which ends at {})", p.start, p.end,
+                        quoted(covered_by), covered_until));
       }
       if (p.end > covered_until) {
         covered_until = p.end;
@@ -310,9 +311,8 @@ class Checker {
         auto [it, inserted] = seen.try_emplace(p.name, SlotRef{i, k});
         if (!inserted) {
           const ParamSlot& first = layout_.buffers[it->second.buffer].params[it->second.slot];
-          add(at(i, p.bucket, p.name),
-              fmt::format("appears twice (also in {} at [{}, {}))", at(it->second.buffer),
-                          first.start, first.end));
+          add(at(i, p.bucket, p.name), fmt::format("appears twice (also in {} at [{}, {}))",
+                                                   at(it->second.buffer), first.start, first.end));
         } else if (manifest_ != nullptr && manifest_param(p.name) == nullptr) {
           add(at(i, p.bucket, p.name), "is not in the manifest");
         }
@@ -354,8 +354,8 @@ class Checker {
     if (!p.in_grad_buffer && !p.packed) return "a param buffer of its own at these offsets";
     std::string text = p.in_grad_buffer ? "in the grad buffer" : "";
     if (p.packed) {
-      text += fmt::format("{}packed into {} bytes in {} buckets", text.empty() ? "" : ", ",
-                          p.numel, p.buckets.size());
+      text += fmt::format("{}packed into {} bytes in {} buckets", text.empty() ? "" : ", ", p.numel,
+                          p.buckets.size());
     }
     return text;
   }
@@ -424,7 +424,8 @@ class Checker {
     }
     std::vector<BufferKey> actual_common;
     for (const BufferKey& key : actual) {
-      if (std::find(common.begin(), common.end(), key) != common.end()) actual_common.push_back(key);
+      if (std::find(common.begin(), common.end(), key) != common.end())
+        actual_common.push_back(key);
     }
     if (actual_common != common) {
       add("", "buffers are not in the order their keys first appear in the manifest");

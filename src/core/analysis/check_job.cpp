@@ -20,8 +20,7 @@ class Findings {
 
   /// Records "`what` is `recorded` in job.json, the files give `actual`" unless they agree.
   template <class T>
-  void expect(const std::string& where, std::string_view what, const T& recorded,
-              const T& actual) {
+  void expect(const std::string& where, std::string_view what, const T& recorded, const T& actual) {
     if (recorded == actual) return;
     out_.push_back({where, fmt::format("{}records {} {}, its files give {}",
                                        where == "job.json" ? "" : "job.json ", what,
@@ -66,10 +65,10 @@ void check_chunk(const JobRecord& job, const JobChunkFiles& files, Findings& f) 
     expected.stage = c.stage;
     expected.chunk = c.chunk;
     if (*at != expected) {
-      f.add(where, fmt::format("its manifest was made for stage {} chunk {} of tp {} pp {} vpp "
-                               "{} cp {} ep {} etp {}, not this job's",
-                               at->stage, at->chunk, at->tp, at->pp, at->vpp, at->cp, at->ep,
-                               at->etp));
+      f.add(where,
+            fmt::format("its manifest was made for stage {} chunk {} of tp {} pp {} vpp "
+                        "{} cp {} ep {} etp {}, not this job's",
+                        at->stage, at->chunk, at->tp, at->pp, at->vpp, at->cp, at->ep, at->etp));
     }
   }
   const PlanOptions& o = files.layout->options;
@@ -78,8 +77,7 @@ void check_chunk(const JobRecord& job, const JobChunkFiles& files, Findings& f) 
   f.expect(where, "strategy", std::string(to_string(job.strategy)),
            std::string(to_string(o.strategy)));
   if (job.strategy == Strategy::layerwise) {
-    f.expect(where, "packer", std::string(to_string(job.packer)),
-             std::string(to_string(o.packer)));
+    f.expect(where, "packer", std::string(to_string(job.packer)), std::string(to_string(o.packer)));
   }
   const DType grad = o.grad_reduce_in_fp32 ? DType::float32 : job.param_dtype;
   f.expect(where, "grad dtype", std::string(to_string(job.grad_dtype)),
@@ -88,8 +86,7 @@ void check_chunk(const JobRecord& job, const JobChunkFiles& files, Findings& f) 
   f.expect(where, "param elements", c.param_elements, param_elements(*files.manifest));
   const Result<LayoutStats> stats = layout_stats(*files.layout, *files.manifest);
   if (!stats) return;  // check_layout reports what keeps the layout from being measured
-  f.expect(where, "params per rank (bytes)", c.bytes_per_rank.params,
-           stats->bytes_per_rank.params);
+  f.expect(where, "params per rank (bytes)", c.bytes_per_rank.params, stats->bytes_per_rank.params);
   f.expect(where, "grads per rank (bytes)", c.bytes_per_rank.grads, stats->bytes_per_rank.grads);
 }
 
@@ -116,8 +113,8 @@ bool holds_word_embeddings(const Manifest& manifest) {
 
 /// Each local index of the `prefix` list (`decoder.layers.`) the manifest holds params of
 /// must be one of the `count` the chunk records (a layer may hold none: a no-op block).
-void check_local_indices(const JobChunkFiles& files, std::string_view prefix,
-                         std::string_view what, std::size_t count, Findings& f) {
+void check_local_indices(const JobChunkFiles& files, std::string_view prefix, std::string_view what,
+                         std::size_t count, Findings& f) {
   for (const std::string& index : module_indices(*files.manifest, prefix)) {
     std::size_t n = 0;
     const auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), n);
@@ -160,8 +157,8 @@ void check_placements(const JobRecord& job, Findings& f) {
       }
       const auto [at, added] = owner.emplace(c.layers[i], c.name());
       if (!added) {
-        f.add(c.name(), fmt::format("job.json records layer {} here and in {}", c.layers[i],
-                                    at->second));
+        f.add(c.name(),
+              fmt::format("job.json records layer {} here and in {}", c.layers[i], at->second));
       }
     }
     const bool last = c.stage == job.parallel.pp - 1 && c.chunk == job.parallel.vpp - 1;

@@ -30,9 +30,9 @@ std::vector<Violation> compare_with_replan(const Layout& layout, const Manifest&
       continue;
     }
     if (b.numel != want->numel || b.numel_unpadded != want->numel_unpadded) {
-      out.push_back({where, fmt::format("numel {} (unpadded {}), a fresh plan gives {} ({})",
-                                        b.numel, b.numel_unpadded, want->numel,
-                                        want->numel_unpadded)});
+      out.push_back(
+          {where, fmt::format("numel {} (unpadded {}), a fresh plan gives {} ({})", b.numel,
+                              b.numel_unpadded, want->numel, want->numel_unpadded)});
     }
     for (std::size_t j = 0; j < std::max(b.buckets.size(), want->buckets.size()); ++j) {
       const BucketRange* have = j < b.buckets.size() ? &b.buckets[j] : nullptr;
@@ -42,8 +42,9 @@ std::vector<Violation> compare_with_replan(const Layout& layout, const Manifest&
                  : std::string("absent");
       };
       if (!have || !fresh_bucket || !(*have == *fresh_bucket)) {
-        out.push_back({fmt::format("{}, bucket {}", where, j),
-                       fmt::format("is {}, a fresh plan gives {}", text(have), text(fresh_bucket))});
+        out.push_back(
+            {fmt::format("{}, bucket {}", where, j),
+             fmt::format("is {}, a fresh plan gives {}", text(have), text(fresh_bucket))});
       }
     }
     if (!(b.param_buffer == want->param_buffer)) {
@@ -58,18 +59,18 @@ std::vector<Violation> compare_with_replan(const Layout& layout, const Manifest&
                        "a fresh plan puts it in another buffer or nowhere"});
       } else if (!(p == *it->second)) {
         const ParamSlot& f = *it->second;
-        out.push_back({fmt::format("{}, param \"{}\"", where, excerpt(p.name)),
-                       fmt::format("is at [{}, {}) in bucket {} (index {}), a fresh plan puts it "
-                                   "at [{}, {}) in bucket {} (index {})",
-                                   p.start, p.end, p.bucket, p.index, f.start, f.end, f.bucket,
-                                   f.index)});
+        out.push_back(
+            {fmt::format("{}, param \"{}\"", where, excerpt(p.name)),
+             fmt::format("is at [{}, {}) in bucket {} (index {}), a fresh plan puts it "
+                         "at [{}, {}) in bucket {} (index {})",
+                         p.start, p.end, p.bucket, p.index, f.start, f.end, f.bucket, f.index)});
       }
     }
   }
   for (const BufferLayout& want : fresh->buffers) {
     if (find_buffer(layout, want.key) == nullptr) {
-      out.push_back({"", fmt::format("a fresh plan has a {} buffer the layout lacks",
-                                     describe(want.key))});
+      out.push_back(
+          {"", fmt::format("a fresh plan has a {} buffer the layout lacks", describe(want.key))});
     }
   }
   return out;

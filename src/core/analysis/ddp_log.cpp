@@ -93,7 +93,8 @@ class LogReader {
       if (open != open_.end()) {
         if (Result<void> closed = close(open); !closed) return closed;
       }
-      const std::optional<std::int64_t> n = number(trim(p.rest.substr(found + kBucketCount.size())));
+      const std::optional<std::int64_t> n =
+          number(trim(p.rest.substr(found + kBucketCount.size())));
       if (!n) return fail(at, "the bucket count is not a number");
       OpenReport report;
       report.buffer.place = {source_, at, p.rank};

@@ -160,8 +160,14 @@ void write_placement(json::Writer& w, const std::optional<Placement>& p) {
     w.raw("null");
     return;
   }
-  w.raw("{\"buffer\": ").quoted(describe(p->key)).raw(", \"start\": ").integer(p->start)
-      .raw(", \"end\": ").integer(p->end).raw(", \"bucket\": ").integer(p->bucket)
+  w.raw("{\"buffer\": ")
+      .quoted(describe(p->key))
+      .raw(", \"start\": ")
+      .integer(p->start)
+      .raw(", \"end\": ")
+      .integer(p->end)
+      .raw(", \"bucket\": ")
+      .integer(p->bucket)
       .raw(", \"ranks\": ");
   if (p->owners) {
     w.raw("[").integer(p->owners->first).raw(", ").integer(p->owners->last).raw("]");
@@ -176,9 +182,17 @@ void write_figures(json::Writer& w, const std::optional<BufferFigures>& f) {
     w.raw("null");
     return;
   }
-  w.raw("{\"params\": ").integer(f->params).raw(", \"buckets\": ").integer(f->buckets)
-      .raw(", \"numel\": ").integer(f->numel).raw(", \"padding\": ").integer(f->padding)
-      .raw(", \"num_shards\": ").optional(f->num_shards).raw("}");
+  w.raw("{\"params\": ")
+      .integer(f->params)
+      .raw(", \"buckets\": ")
+      .integer(f->buckets)
+      .raw(", \"numel\": ")
+      .integer(f->numel)
+      .raw(", \"padding\": ")
+      .integer(f->padding)
+      .raw(", \"num_shards\": ")
+      .optional(f->num_shards)
+      .raw("}");
 }
 
 /// A PlanOptions field as JSON text.
@@ -194,8 +208,8 @@ std::string option_text(const PlanOptions& o, std::string_view name) {
 
 std::vector<OptionChange> option_changes(const PlanOptions& before, const PlanOptions& after) {
   std::vector<OptionChange> out;
-  for (std::string_view name : {"strategy", "dp", "expert_dp", "bucket_size",
-                                "grad_reduce_in_fp32", "pad_for_high_nccl_busbw", "packer"}) {
+  for (std::string_view name : {"strategy", "dp", "expert_dp", "bucket_size", "grad_reduce_in_fp32",
+                                "pad_for_high_nccl_busbw", "packer"}) {
     std::string was = option_text(before, name);
     std::string now = option_text(after, name);
     if (was != now) out.push_back({name, std::move(was), std::move(now)});
@@ -206,9 +220,10 @@ std::vector<OptionChange> option_changes(const PlanOptions& before, const PlanOp
 std::vector<std::string> warnings_about(const Layout& before, const Layout& after) {
   std::vector<std::string> out;
   if (before.model && after.model && *before.model != *after.model) {
-    out.push_back(fmt::format("different models: \"{}\" and \"{}\" (params are matched by name "
-                              "across them)",
-                              excerpt(*before.model, 40), excerpt(*after.model, 40)));
+    out.push_back(
+        fmt::format("different models: \"{}\" and \"{}\" (params are matched by name "
+                    "across them)",
+                    excerpt(*before.model, 40), excerpt(*after.model, 40)));
   }
   if (before.manifest_sha256 != after.manifest_sha256) {
     out.push_back(fmt::format("planned from different manifests (sha256 {}... and {}...)",
@@ -221,18 +236,18 @@ std::vector<std::string> warnings_about(const Layout& before, const Layout& afte
 }  // namespace
 
 std::size_t LayoutDiff::count(bool ParamChange::*flag) const {
-  return static_cast<std::size_t>(
-      std::count_if(changes.begin(), changes.end(), [flag](const ParamChange& c) { return c.*flag; }));
+  return static_cast<std::size_t>(std::count_if(changes.begin(), changes.end(),
+                                                [flag](const ParamChange& c) { return c.*flag; }));
 }
 
 std::size_t LayoutDiff::added() const {
-  return static_cast<std::size_t>(std::count_if(
-      changes.begin(), changes.end(), [](const ParamChange& c) { return !c.before; }));
+  return static_cast<std::size_t>(std::count_if(changes.begin(), changes.end(),
+                                                [](const ParamChange& c) { return !c.before; }));
 }
 
 std::size_t LayoutDiff::removed() const {
-  return static_cast<std::size_t>(std::count_if(
-      changes.begin(), changes.end(), [](const ParamChange& c) { return !c.after; }));
+  return static_cast<std::size_t>(
+      std::count_if(changes.begin(), changes.end(), [](const ParamChange& c) { return !c.after; }));
 }
 
 bool LayoutDiff::identical() const {
@@ -250,7 +265,8 @@ std::string LayoutDiff::verdict() const {
   };
   std::vector<std::string_view> option_names;
   for (const OptionChange& o : options) option_names.push_back(o.name);
-  part(count(&ParamChange::moved), count(&ParamChange::moved) == 1 ? "param moved" : "params moved");
+  part(count(&ParamChange::moved),
+       count(&ParamChange::moved) == 1 ? "param moved" : "params moved");
   part(added(), "added");
   part(removed(), "removed");
   part(count(&ParamChange::resized), "resized");
@@ -344,13 +360,21 @@ Result<LayoutDiff> diff_layouts(const Layout& before, const Layout& after) {
 std::string diff_to_json(const LayoutDiff& d) {
   std::string text;
   json::Writer w(text);
-  w.raw("{\n  \"identical\": ").boolean(d.identical())
-      .raw(",\n  \"verdict\": ").quoted(d.verdict());
+  w.raw("{\n  \"identical\": ")
+      .boolean(d.identical())
+      .raw(",\n  \"verdict\": ")
+      .quoted(d.verdict());
   w.raw(",\n  \"options\": [");
   const char* option_sep = "";
   for (const OptionChange& o : d.options) {
-    w.raw(option_sep).raw("{\"option\": ").quoted(o.name).raw(", \"before\": ").raw(o.before)
-        .raw(", \"after\": ").raw(o.after).raw("}");
+    w.raw(option_sep)
+        .raw("{\"option\": ")
+        .quoted(o.name)
+        .raw(", \"before\": ")
+        .raw(o.before)
+        .raw(", \"after\": ")
+        .raw(o.after)
+        .raw("}");
     option_sep = ", ";
   }
   w.raw("],\n  \"warnings\": [");
@@ -378,9 +402,13 @@ std::string diff_to_json(const LayoutDiff& d) {
   w.raw(",\n  \"owner_changed_elements\": ").integer(d.owner_changed_elements);
   w.raw(",\n  \"bytes_per_rank\": {\"before\": {\"params\": ")
       .integer(d.bytes_before.params)
-      .raw(", \"grads\": ").integer(d.bytes_before.grads)
-      .raw("}, \"after\": {\"params\": ").integer(d.bytes_after.params)
-      .raw(", \"grads\": ").integer(d.bytes_after.grads).raw("}}");
+      .raw(", \"grads\": ")
+      .integer(d.bytes_before.grads)
+      .raw("}, \"after\": {\"params\": ")
+      .integer(d.bytes_after.params)
+      .raw(", \"grads\": ")
+      .integer(d.bytes_after.grads)
+      .raw("}}");
   w.raw(",\n  \"buffers\": [");
   const char* sep = "\n    ";
   for (const BufferChange& b : d.buffers) {

@@ -140,8 +140,9 @@ std::optional<std::pair<JobBuffer, std::vector<Violation>>> buffer_for(
   for (const JobBuffer& c : candidates) {
     differences.push_back(compare_buffer(logged, chunks[c.chunk], c.buffer, index));
   }
-  const auto first_where = [&](bool must_be_free, bool must_agree)
-      -> std::optional<std::pair<JobBuffer, std::vector<Violation>>> {
+  const auto first_where =
+      [&](bool must_be_free,
+          bool must_agree) -> std::optional<std::pair<JobBuffer, std::vector<Violation>>> {
     for (std::size_t i = 0; i < candidates.size(); ++i) {
       const bool free = !taken.contains({candidates[i].chunk, candidates[i].buffer});
       if ((free || !must_be_free) && (differences[i].empty() || !must_agree)) {
@@ -185,14 +186,13 @@ std::vector<Violation> compare_param_counts(const DdpLog& log,
       stage_found = true;
       for (const Param& p : c.manifest->params) params += p.numel;
     }
-    const std::string where =
-        fmt::format("stage {}, {}", count.pp_rank, count.place.describe());
+    const std::string where = fmt::format("stage {}, {}", count.pp_rank, count.place.describe());
     if (!stage_found) {
       out.push_back({where, "the log counts params on a pipeline stage the job does not have"});
     } else if (count.params != params) {
-      out.push_back({where, fmt::format("params on tensor-parallel rank {}: log {}, job {}",
-                                        count.tp_rank, group_digits(count.params),
-                                        group_digits(params))});
+      out.push_back(
+          {where, fmt::format("params on tensor-parallel rank {}: log {}, job {}", count.tp_rank,
+                              group_digits(count.params), group_digits(params))});
     }
   }
   return out;
@@ -207,9 +207,9 @@ std::vector<std::string> memory_notes(const DdpLog& log, const JobRecord& job) {
     const double allocated = m.allocated_mib * kMiB;
     const auto figures = std::find_if(job.memory.begin(), job.memory.end(),
                                       [&](const RankMemory& r) { return r.stage == stage; });
-    std::string line = fmt::format("rank {} (stage {}) after {} iteration{}: allocated {}",
-                                   m.rank, stage, m.iteration, m.iteration == 1 ? "" : "s",
-                                   human_bytes(allocated));
+    std::string line =
+        fmt::format("rank {} (stage {}) after {} iteration{}: allocated {}", m.rank, stage,
+                    m.iteration, m.iteration == 1 ? "" : "s", human_bytes(allocated));
     if (figures == job.memory.end()) {
       out.push_back(line + " (job.json records no memory for the stage)");
       continue;
@@ -217,8 +217,7 @@ std::vector<std::string> memory_notes(const DdpLog& log, const JobRecord& job) {
     const double persistent = static_cast<double>(figures->persistent_bytes);
     line += fmt::format(", {} {} than the job's persistent {} (exact)",
                         human_bytes(std::abs(allocated - persistent)),
-                        allocated >= persistent ? "more" : "less",
-                        human_bytes(persistent));
+                        allocated >= persistent ? "more" : "less", human_bytes(persistent));
     if (figures->has_activations()) {
       line += fmt::format("; max allocated {} against the job's peak {} (estimated)",
                           human_bytes(m.max_allocated_mib * kMiB),

@@ -8,8 +8,8 @@
 
 namespace paramlayout {
 
-Result<ChunkPlan> plan_chunk(const Manifest& manifest, const PlanOptions& options,
-                             double* plan_ms, LayoutStructure structure) {
+Result<ChunkPlan> plan_chunk(const Manifest& manifest, const PlanOptions& options, double* plan_ms,
+                             LayoutStructure structure) {
   const auto start = std::chrono::steady_clock::now();
   Result<Layout> layout = plan(manifest, options);
   if (!layout) return layout.error();

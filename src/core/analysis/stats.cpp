@@ -49,8 +49,8 @@ std::optional<BufferTraffic> buffer_traffic(const BufferLayout& b, const PlanOpt
                                             std::int64_t padding) {
   BufferTraffic t;
   const bool sharded = b.strategy != Strategy::unpadded;
-  t.ranks = sharded ? b.num_shards.value_or(1)
-                    : (b.key.expert_parallel ? options.expert_dp : options.dp);
+  t.ranks =
+      sharded ? b.num_shards.value_or(1) : (b.key.expert_parallel ? options.expert_dp : options.dp);
   t.buckets = static_cast<std::int64_t>(b.buckets.size());
   for (std::size_t j = 0; j < b.buckets.size(); ++j) {
     const std::int64_t size = b.buckets[j].size();
@@ -238,8 +238,8 @@ Result<LayoutStats> layout_stats(const Layout& layout, const Manifest& manifest,
     }
   }
   for (const auto& [shards, costs] : cost_by_shards) {
-    const double mean = std::accumulate(costs.begin(), costs.end(), 0.0) /
-                        static_cast<double>(costs.size());
+    const double mean =
+        std::accumulate(costs.begin(), costs.end(), 0.0) / static_cast<double>(costs.size());
     if (mean <= 0) continue;
     const double max = *std::max_element(costs.begin(), costs.end());
     stats.cost_imbalance = std::max(stats.cost_imbalance, max / mean);

@@ -242,16 +242,16 @@ std::int64_t Reader::integer(Element e, const Path& path, std::int64_t min, std:
     if (v >= min && v <= max) return v;
   }
   if (e.is_uint64() && !e.is_int64()) {
-    fail(path, fmt::format("expected {}, got {} (more than 64 bits)", describe_range(),
-                           describe(e)));
+    fail(path,
+         fmt::format("expected {}, got {} (more than 64 bits)", describe_range(), describe(e)));
     return min;
   }
   expected(path, describe_range(), e);
   return min;
 }
 
-std::optional<std::int64_t> Reader::integer_or_null(Element e, const Path& path,
-                                                    std::int64_t min, std::int64_t max) {
+std::optional<std::int64_t> Reader::integer_or_null(Element e, const Path& path, std::int64_t min,
+                                                    std::int64_t max) {
   if (e.is_null()) return std::nullopt;
   return integer(e, path, min, max);
 }
@@ -286,7 +286,8 @@ void check_schema_id(Reader& reader, Element value, const Path& path, std::strin
   const std::string prefix = std::string(format) + "/v";
   if (id.starts_with(prefix)) {
     auto is_number = [](std::string_view s) {
-      return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+      return !s.empty() &&
+             std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
     };
     std::string_view version = id.substr(prefix.size());
     const std::size_t dot = version.find('.');
@@ -308,8 +309,7 @@ void check_schema_id(Reader& reader, Element value, const Path& path, std::strin
   reader.fail(path, fmt::format("expected \"{}/v1\", got \"{}\"{}", format, excerpt(id), hint));
 }
 
-bool check_document_schema(Reader& reader, std::string_view format,
-                           std::string_view other_format) {
+bool check_document_schema(Reader& reader, std::string_view format, std::string_view other_format) {
   const Path root;
   if (!reader.is_object(reader.root(), root)) return false;
   Element schema;

@@ -117,7 +117,6 @@ void check_schema_id(Reader& reader, Element value, const Path& path, std::strin
 
 /// Checks the parsed document is an object whose `schema` names `format` (check_schema_id);
 /// false, with the error recorded, when it is not.
-bool check_document_schema(Reader& reader, std::string_view format,
-                           std::string_view other_format);
+bool check_document_schema(Reader& reader, std::string_view format, std::string_view other_format);
 
 }  // namespace paramlayout::json

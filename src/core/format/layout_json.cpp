@@ -20,9 +20,14 @@ void write_param_buffer(json::Writer& w, const ParamBufferLayout& p) {
     w.raw(", \"numel\": ").integer(p.numel).raw(", \"buckets\": [");
     const char* sep = "";
     for (const BucketRange& bucket : p.buckets) {
-      w.raw(sep).raw("{\"start\": ").integer(bucket.start)
-          .raw(", \"end\": ").integer(bucket.end)
-          .raw(", \"numel_unpadded\": ").integer(bucket.numel_unpadded).raw("}");
+      w.raw(sep)
+          .raw("{\"start\": ")
+          .integer(bucket.start)
+          .raw(", \"end\": ")
+          .integer(bucket.end)
+          .raw(", \"numel_unpadded\": ")
+          .integer(bucket.numel_unpadded)
+          .raw("}");
       sep = ", ";
     }
     w.raw("],\n        \"params\": [");
@@ -37,30 +42,50 @@ void write_param_buffer(json::Writer& w, const ParamBufferLayout& p) {
 }
 
 void write_buffer(json::Writer& w, const BufferLayout& b) {
-  w.raw("    {\n      \"param_dtype\": \"").raw(to_string(b.key.param_dtype))
-      .raw("\", \"grad_dtype\": \"").raw(to_string(b.key.grad_dtype))
-      .raw("\", \"expert_parallel\": ").boolean(b.key.expert_parallel)
-      .raw(", \"layerwise\": ").boolean(b.key.layerwise)
-      .raw(",\n      \"strategy\": \"").raw(to_string(b.strategy))
-      .raw("\", \"num_shards\": ").optional(b.num_shards)
-      .raw(",\n      \"numel\": ").integer(b.numel)
-      .raw(", \"numel_unpadded\": ").integer(b.numel_unpadded)
+  w.raw("    {\n      \"param_dtype\": \"")
+      .raw(to_string(b.key.param_dtype))
+      .raw("\", \"grad_dtype\": \"")
+      .raw(to_string(b.key.grad_dtype))
+      .raw("\", \"expert_parallel\": ")
+      .boolean(b.key.expert_parallel)
+      .raw(", \"layerwise\": ")
+      .boolean(b.key.layerwise)
+      .raw(",\n      \"strategy\": \"")
+      .raw(to_string(b.strategy))
+      .raw("\", \"num_shards\": ")
+      .optional(b.num_shards)
+      .raw(",\n      \"numel\": ")
+      .integer(b.numel)
+      .raw(", \"numel_unpadded\": ")
+      .integer(b.numel_unpadded)
       .raw(",\n      \"buckets\": [");
   const char* sep = "\n        ";
   for (const BucketRange& bucket : b.buckets) {
-    w.raw(sep).raw("{\"start\": ").integer(bucket.start)
-        .raw(", \"end\": ").integer(bucket.end)
-        .raw(", \"numel_unpadded\": ").integer(bucket.numel_unpadded).raw("}");
+    w.raw(sep)
+        .raw("{\"start\": ")
+        .integer(bucket.start)
+        .raw(", \"end\": ")
+        .integer(bucket.end)
+        .raw(", \"numel_unpadded\": ")
+        .integer(bucket.numel_unpadded)
+        .raw("}");
     sep = ",\n        ";
   }
   w.raw(b.buckets.empty() ? "],\n" : "\n      ],\n").raw("      \"params\": [");
   sep = "\n        ";
   for (const ParamSlot& p : b.params) {
-    w.raw(sep).raw("{\"name\": ").quoted(p.name)
-        .raw(", \"start\": ").integer(p.start)
-        .raw(", \"end\": ").integer(p.end)
-        .raw(", \"bucket\": ").integer(p.bucket)
-        .raw(", \"index\": ").integer(p.index).raw("}");
+    w.raw(sep)
+        .raw("{\"name\": ")
+        .quoted(p.name)
+        .raw(", \"start\": ")
+        .integer(p.start)
+        .raw(", \"end\": ")
+        .integer(p.end)
+        .raw(", \"bucket\": ")
+        .integer(p.bucket)
+        .raw(", \"index\": ")
+        .integer(p.index)
+        .raw("}");
     sep = ",\n        ";
   }
   w.raw(b.params.empty() ? "]" : "\n      ]");
@@ -71,47 +96,47 @@ void write_buffer(json::Writer& w, const BufferLayout& b) {
 void read_options(json::Reader& r, json::Element value, const json::Path& path,
                   PlanOptions& options) {
   bool expert_dp_seen = false;
-  json::read_members(
-      r, value, path,
-      {"strategy", "dp", "expert_dp", "bucket_size", "grad_reduce_in_fp32",
-       "pad_for_high_nccl_busbw", "packer"},
-      {"strategy", "dp", "bucket_size"},
-      [&](std::size_t slot, json::Element v, const json::Path& p) {
-        switch (slot) {
-          case 0:
-            if (auto s = parse_strategy(r.string(v, p))) {
-              options.strategy = *s;
-            } else {
-              r.expected(p, "one of \"sequential-dp\", \"layerwise\", \"unpadded\"", v);
-            }
-            break;
-          case 1:
-            options.dp = r.integer(v, p, 1, kMaxDp);
-            break;
-          case 2:
-            options.expert_dp = r.integer(v, p, 1, kMaxDp);
-            expert_dp_seen = true;
-            break;
-          case 3:
-            options.bucket_size = r.integer_or_null(v, p, 1, kMaxInt);
-            break;
-          case 4:
-            options.grad_reduce_in_fp32 = r.boolean(v, p);
-            break;
-          case 5:
-            options.pad_for_high_nccl_busbw = r.boolean(v, p);
-            break;
-          case 6:
-            if (auto packer = parse_packer(r.string(v, p))) {
-              options.packer = *packer;
-            } else {
-              r.expected(p, "one of \"megatron\", \"balanced\"", v);
-            }
-            break;
-          default:
-            break;
-        }
-      });
+  json::read_members(r, value, path,
+                     {"strategy", "dp", "expert_dp", "bucket_size", "grad_reduce_in_fp32",
+                      "pad_for_high_nccl_busbw", "packer"},
+                     {"strategy", "dp", "bucket_size"},
+                     [&](std::size_t slot, json::Element v, const json::Path& p) {
+                       switch (slot) {
+                         case 0:
+                           if (auto s = parse_strategy(r.string(v, p))) {
+                             options.strategy = *s;
+                           } else {
+                             r.expected(p, "one of \"sequential-dp\", \"layerwise\", \"unpadded\"",
+                                        v);
+                           }
+                           break;
+                         case 1:
+                           options.dp = r.integer(v, p, 1, kMaxDp);
+                           break;
+                         case 2:
+                           options.expert_dp = r.integer(v, p, 1, kMaxDp);
+                           expert_dp_seen = true;
+                           break;
+                         case 3:
+                           options.bucket_size = r.integer_or_null(v, p, 1, kMaxInt);
+                           break;
+                         case 4:
+                           options.grad_reduce_in_fp32 = r.boolean(v, p);
+                           break;
+                         case 5:
+                           options.pad_for_high_nccl_busbw = r.boolean(v, p);
+                           break;
+                         case 6:
+                           if (auto packer = parse_packer(r.string(v, p))) {
+                             options.packer = *packer;
+                           } else {
+                             r.expected(p, "one of \"megatron\", \"balanced\"", v);
+                           }
+                           break;
+                         default:
+                           break;
+                       }
+                     });
   if (!expert_dp_seen) options.expert_dp = options.dp;
 }
 
@@ -131,8 +156,8 @@ void read_buckets(json::Reader& r, json::Element value, const json::Path& path,
   }
 }
 
-void read_params(json::Reader& r, json::Element value, const json::Path& path,
-                 NameStore& names, std::vector<ParamSlot>& params) {
+void read_params(json::Reader& r, json::Element value, const json::Path& path, NameStore& names,
+                 std::vector<ParamSlot>& params) {
   if (!r.is_array(value, path)) return;
   simdjson::dom::array items(value);
   params.reserve(items.size());
@@ -224,54 +249,54 @@ void read_dtype(json::Reader& r, json::Element v, const json::Path& p, bool allo
 void read_buffer(json::Reader& r, json::Element value, const json::Path& path,
                  const PlanOptions& options, NameStore& names, BufferLayout& buffer) {
   bool strategy_seen = false;
-  json::read_members(
-      r, value, path,
-      {"param_dtype", "grad_dtype", "expert_parallel", "layerwise", "strategy", "num_shards",
-       "numel", "numel_unpadded", "buckets", "params", "param_buffer"},
-      {"param_dtype", "grad_dtype", "expert_parallel", "layerwise", "num_shards", "numel",
-       "numel_unpadded", "buckets", "params"},
-      [&](std::size_t slot, json::Element v, const json::Path& p) {
-        switch (slot) {
-          case 0:
-            read_dtype(r, v, p, /*allow_uint8=*/true, buffer.key.param_dtype);
-            break;
-          case 1:
-            read_dtype(r, v, p, /*allow_uint8=*/false, buffer.key.grad_dtype);
-            break;
-          case 2:
-            buffer.key.expert_parallel = r.boolean(v, p);
-            break;
-          case 3:
-            buffer.key.layerwise = r.boolean(v, p);
-            break;
-          case 4:
-            if (auto s = parse_strategy(r.string(v, p))) {
-              buffer.strategy = *s;
-              strategy_seen = true;
-            } else {
-              r.expected(p, "one of \"sequential-dp\", \"layerwise\", \"unpadded\"", v);
-            }
-            break;
-          case 5:
-            buffer.num_shards = r.integer_or_null(v, p, 1, kMaxDp);
-            break;
-          case 6:
-            buffer.numel = r.integer(v, p, 0, kMaxInt);
-            break;
-          case 7:
-            buffer.numel_unpadded = r.integer(v, p, 0, kMaxInt);
-            break;
-          case 8:
-            read_buckets(r, v, p, buffer.buckets);
-            break;
-          case 9:
-            read_params(r, v, p, names, buffer.params);
-            break;
-          default:
-            read_param_buffer(r, v, p, buffer.param_buffer);
-            break;
-        }
-      });
+  json::read_members(r, value, path,
+                     {"param_dtype", "grad_dtype", "expert_parallel", "layerwise", "strategy",
+                      "num_shards", "numel", "numel_unpadded", "buckets", "params", "param_buffer"},
+                     {"param_dtype", "grad_dtype", "expert_parallel", "layerwise", "num_shards",
+                      "numel", "numel_unpadded", "buckets", "params"},
+                     [&](std::size_t slot, json::Element v, const json::Path& p) {
+                       switch (slot) {
+                         case 0:
+                           read_dtype(r, v, p, /*allow_uint8=*/true, buffer.key.param_dtype);
+                           break;
+                         case 1:
+                           read_dtype(r, v, p, /*allow_uint8=*/false, buffer.key.grad_dtype);
+                           break;
+                         case 2:
+                           buffer.key.expert_parallel = r.boolean(v, p);
+                           break;
+                         case 3:
+                           buffer.key.layerwise = r.boolean(v, p);
+                           break;
+                         case 4:
+                           if (auto s = parse_strategy(r.string(v, p))) {
+                             buffer.strategy = *s;
+                             strategy_seen = true;
+                           } else {
+                             r.expected(p, "one of \"sequential-dp\", \"layerwise\", \"unpadded\"",
+                                        v);
+                           }
+                           break;
+                         case 5:
+                           buffer.num_shards = r.integer_or_null(v, p, 1, kMaxDp);
+                           break;
+                         case 6:
+                           buffer.numel = r.integer(v, p, 0, kMaxInt);
+                           break;
+                         case 7:
+                           buffer.numel_unpadded = r.integer(v, p, 0, kMaxInt);
+                           break;
+                         case 8:
+                           read_buckets(r, v, p, buffer.buckets);
+                           break;
+                         case 9:
+                           read_params(r, v, p, names, buffer.params);
+                           break;
+                         default:
+                           read_param_buffer(r, v, p, buffer.param_buffer);
+                           break;
+                       }
+                     });
   // The packed params are the buffer's params at other offsets.
   if (!r.failed() && buffer.param_buffer.packed) {
     ParamBufferLayout& packed = buffer.param_buffer;
@@ -303,16 +328,27 @@ std::string write_layout_json(const Layout& layout, std::string_view stats) {
   text.reserve(1024 + 128 * params);
   json::Writer w(text);
   const PlanOptions& o = layout.options;
-  w.raw("{\n  \"schema\": \"paramlayout.layout/v1\",\n  \"generator\": ").quoted(layout.generator)
-      .raw(",\n  \"model\": ").optional(layout.model)
-      .raw(",\n  \"manifest_sha256\": ").quoted(layout.manifest_sha256)
-      .raw(",\n  \"options\": {\"strategy\": \"").raw(to_string(o.strategy))
-      .raw("\", \"dp\": ").integer(o.dp)
-      .raw(", \"expert_dp\": ").integer(o.expert_dp)
-      .raw(", \"bucket_size\": ").optional(o.bucket_size)
-      .raw(", \"grad_reduce_in_fp32\": ").boolean(o.grad_reduce_in_fp32)
-      .raw(", \"pad_for_high_nccl_busbw\": ").boolean(o.pad_for_high_nccl_busbw)
-      .raw(", \"packer\": \"").raw(to_string(o.packer)).raw("\"}");
+  w.raw("{\n  \"schema\": \"paramlayout.layout/v1\",\n  \"generator\": ")
+      .quoted(layout.generator)
+      .raw(",\n  \"model\": ")
+      .optional(layout.model)
+      .raw(",\n  \"manifest_sha256\": ")
+      .quoted(layout.manifest_sha256)
+      .raw(",\n  \"options\": {\"strategy\": \"")
+      .raw(to_string(o.strategy))
+      .raw("\", \"dp\": ")
+      .integer(o.dp)
+      .raw(", \"expert_dp\": ")
+      .integer(o.expert_dp)
+      .raw(", \"bucket_size\": ")
+      .optional(o.bucket_size)
+      .raw(", \"grad_reduce_in_fp32\": ")
+      .boolean(o.grad_reduce_in_fp32)
+      .raw(", \"pad_for_high_nccl_busbw\": ")
+      .boolean(o.pad_for_high_nccl_busbw)
+      .raw(", \"packer\": \"")
+      .raw(to_string(o.packer))
+      .raw("\"}");
   if (!stats.empty()) w.raw(",\n  \"stats\": ").raw(stats);
   w.raw(",\n  \"buffers\": [");
   const char* sep = "\n";

@@ -5,8 +5,8 @@
 #include <array>
 #include <cctype>
 #include <chrono>
-#include <limits>
 #include <functional>
+#include <limits>
 
 #include "json_reader.hpp"
 #include "json_writer.hpp"
@@ -14,16 +14,15 @@
 namespace paramlayout {
 namespace {
 
-constexpr std::array<std::string_view, 4> kDTypeNames = {"float32", "bfloat16", "float16",
-                                                         "uint8"};
+constexpr std::array<std::string_view, 4> kDTypeNames = {"float32", "bfloat16", "float16", "uint8"};
 constexpr std::array<std::string_view, 4> kStorageNames = {"dense", "fp8", "mxfp8", "nvfp4"};
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
 /// Largest parallel size a manifest may record.
 constexpr std::int64_t kMaxParallelSize = std::int64_t{1} << 20;
 
 template <class Enum, std::size_t N>
-std::optional<Enum> find_name(const std::array<std::string_view, N>& names,
-                              std::string_view name, std::size_t count = N) {
+std::optional<Enum> find_name(const std::array<std::string_view, N>& names, std::string_view name,
+                              std::size_t count = N) {
   for (std::size_t i = 0; i < count; ++i) {
     if (names[i] == name) return static_cast<Enum>(i);
   }
@@ -57,71 +56,69 @@ void read_shape(json::Reader& r, json::Element value, const json::Path& path, Pa
 
 void read_param(json::Reader& r, json::Element value, const json::Path& path, NameStore& names,
                 Param& param) {
-  json::read_members(
-      r, value, path,
-      {"name", "shape", "dtype", "storage", "expert_parallel", "shared_embedding",
-       "embedding_or_output", "use_muon", "gtp_remat_size"},
-      {"name", "shape", "dtype"},
-      [&](std::size_t slot, json::Element v, const json::Path& p) {
-        switch (slot) {
-          case 0:
-            param.name = names.add(r.string(v, p, /*non_empty=*/true));
-            break;
-          case 1:
-            read_shape(r, v, p, param);
-            break;
-          case 2:
-            if (auto d = parse_dtype(r.string(v, p))) {
-              param.dtype = *d;
-            } else {
-              r.expected(p, one_of(kDTypeNames, 3), v);
-            }
-            break;
-          case 3:
-            if (auto s = parse_storage(r.string(v, p))) {
-              param.storage = *s;
-            } else {
-              r.expected(p, one_of(kStorageNames), v);
-            }
-            break;
-          case 4:
-            param.expert_parallel = r.boolean(v, p);
-            break;
-          case 5:
-            param.shared_embedding = r.boolean(v, p);
-            break;
-          case 6:
-            param.embedding_or_output = r.boolean(v, p);
-            break;
-          case 7:
-            param.use_muon = r.boolean(v, p);
-            break;
-          case 8:
-            param.gtp_remat_size = r.integer(v, p, 1, kMaxInt);
-            break;
-          default:
-            break;
-        }
-      });
+  json::read_members(r, value, path,
+                     {"name", "shape", "dtype", "storage", "expert_parallel", "shared_embedding",
+                      "embedding_or_output", "use_muon", "gtp_remat_size"},
+                     {"name", "shape", "dtype"},
+                     [&](std::size_t slot, json::Element v, const json::Path& p) {
+                       switch (slot) {
+                         case 0:
+                           param.name = names.add(r.string(v, p, /*non_empty=*/true));
+                           break;
+                         case 1:
+                           read_shape(r, v, p, param);
+                           break;
+                         case 2:
+                           if (auto d = parse_dtype(r.string(v, p))) {
+                             param.dtype = *d;
+                           } else {
+                             r.expected(p, one_of(kDTypeNames, 3), v);
+                           }
+                           break;
+                         case 3:
+                           if (auto s = parse_storage(r.string(v, p))) {
+                             param.storage = *s;
+                           } else {
+                             r.expected(p, one_of(kStorageNames), v);
+                           }
+                           break;
+                         case 4:
+                           param.expert_parallel = r.boolean(v, p);
+                           break;
+                         case 5:
+                           param.shared_embedding = r.boolean(v, p);
+                           break;
+                         case 6:
+                           param.embedding_or_output = r.boolean(v, p);
+                           break;
+                         case 7:
+                           param.use_muon = r.boolean(v, p);
+                           break;
+                         case 8:
+                           param.gtp_remat_size = r.integer(v, p, 1, kMaxInt);
+                           break;
+                         default:
+                           break;
+                       }
+                     });
 }
 
 /// The optional `parallel` object: every member an integer, stage and chunk below pp and vpp.
 void read_parallel(json::Reader& r, json::Element value, const json::Path& path,
                    ParallelConfig& parallel) {
-  std::int64_t* const fields[] = {&parallel.tp,  &parallel.pp, &parallel.vpp,
-                                  &parallel.cp,  &parallel.ep, &parallel.etp,
-                                  &parallel.stage, &parallel.chunk};
-  json::read_members(r, value, path, {"tp", "pp", "vpp", "cp", "ep", "etp", "stage", "chunk"},
-                     {}, [&](std::size_t slot, json::Element v, const json::Path& p) {
+  std::int64_t* const fields[] = {&parallel.tp, &parallel.pp,  &parallel.vpp,   &parallel.cp,
+                                  &parallel.ep, &parallel.etp, &parallel.stage, &parallel.chunk};
+  json::read_members(r, value, path, {"tp", "pp", "vpp", "cp", "ep", "etp", "stage", "chunk"}, {},
+                     [&](std::size_t slot, json::Element v, const json::Path& p) {
                        *fields[slot] = r.integer(v, p, slot < 6 ? 1 : 0, kMaxParallelSize);
                      });
   if (r.failed()) return;
   if (parallel.stage >= parallel.pp) {
-    r.fail(path.field("stage"), fmt::format("stage {} is not below pp {}", parallel.stage,
-                                            parallel.pp));
+    r.fail(path.field("stage"),
+           fmt::format("stage {} is not below pp {}", parallel.stage, parallel.pp));
   } else if (parallel.chunk >= parallel.vpp) {
-    r.fail(path.field("chunk"), fmt::format("chunk {} is not below vpp {}", parallel.chunk,
-                                            parallel.vpp));
+    r.fail(path.field("chunk"),
+           fmt::format("chunk {} is not below vpp {}", parallel.chunk, parallel.vpp));
   }
 }
 
@@ -143,7 +140,8 @@ void check_unique_names(json::Reader& r, const std::vector<Param>& params,
         break;
       }
       const std::size_t other = table[slot] & 0xFFFFFFFF;
-      if ((table[slot] & ~std::uint64_t{0xFFFFFFFF}) == tag && params[other].name == params[i].name) {
+      if ((table[slot] & ~std::uint64_t{0xFFFFFFFF}) == tag &&
+          params[other].name == params[i].name) {
         r.fail(params_path.item(i).field("name"),
                fmt::format("duplicate param name \"{}\" (first at /params/{})",
                            excerpt(params[i].name), other));
@@ -171,9 +169,9 @@ std::optional<DType> parse_dtype_alias(std::string_view name) {
   std::string_view word = lower;
   if (word.starts_with("torch.")) word.remove_prefix(6);
   static constexpr std::pair<std::string_view, DType> kAliases[] = {
-      {"bfloat16", DType::bfloat16}, {"bf16", DType::bfloat16},
-      {"float16", DType::float16},   {"fp16", DType::float16},   {"half", DType::float16},
-      {"float32", DType::float32},   {"fp32", DType::float32},   {"float", DType::float32}};
+      {"bfloat16", DType::bfloat16}, {"bf16", DType::bfloat16}, {"float16", DType::float16},
+      {"fp16", DType::float16},      {"half", DType::float16},  {"float32", DType::float32},
+      {"fp32", DType::float32},      {"float", DType::float32}};
   for (const auto& [alias, dtype] : kAliases) {
     if (word == alias) return dtype;
   }
@@ -212,22 +210,21 @@ Result<Manifest> parse_manifest(std::string_view text, std::string_view source,
   }
 
   manifest.source = std::string(source);
-  json::read_members(r, r.root(), root, {"schema", "model", "params", "parallel"},
-                     {"schema", "params"},
-                     [&](std::size_t slot, json::Element v, const json::Path& p) {
-                       if (slot == 1) manifest.model = std::string(r.string(v, p));
-                       if (slot == 3) read_parallel(r, v, p, manifest.parallel.emplace());
-                       if (slot != 2 || !r.is_array(v, p)) return;
-                       simdjson::dom::array items(v);
-                       manifest.params.reserve(items.size());
-                       std::size_t i = 0;
-                       for (json::Element item : items) {
-                         read_param(r, item, p.item(i++), *manifest.names,
-                                    manifest.params.emplace_back());
-                         if (r.failed()) return;
-                       }
-                       check_unique_names(r, manifest.params, p);
-                     });
+  json::read_members(
+      r, r.root(), root, {"schema", "model", "params", "parallel"}, {"schema", "params"},
+      [&](std::size_t slot, json::Element v, const json::Path& p) {
+        if (slot == 1) manifest.model = std::string(r.string(v, p));
+        if (slot == 3) read_parallel(r, v, p, manifest.parallel.emplace());
+        if (slot != 2 || !r.is_array(v, p)) return;
+        simdjson::dom::array items(v);
+        manifest.params.reserve(items.size());
+        std::size_t i = 0;
+        for (json::Element item : items) {
+          read_param(r, item, p.item(i++), *manifest.names, manifest.params.emplace_back());
+          if (r.failed()) return;
+        }
+        check_unique_names(r, manifest.params, p);
+      });
   if (r.failed()) return r.error();
   if (timings) {
     using Ms = std::chrono::duration<double, std::milli>;

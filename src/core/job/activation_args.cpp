@@ -8,9 +8,12 @@ namespace paramlayout {
 
 std::string_view to_string(Recompute recompute) {
   switch (recompute) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
+    case Recompute::none:
+      return "none";
+    case Recompute::selective:
+      return "selective";
+    case Recompute::full:
+      return "full";
   }
   return "none";
 }
@@ -29,9 +32,10 @@ void read_recompute(ArgMap& a, ActivationOptions& o) {
   const std::optional<std::string> method = a.string("--recompute-method");
   if (method && o.recompute == Recompute::selective) {
     // arguments.py:1425-1428
-    a.fail("--recompute-method", "is not supported with selective recompute (Megatron-LM: "
-                                 "\"recompute method is not yet supported for selective "
-                                 "recomputing granularity\")");
+    a.fail("--recompute-method",
+           "is not supported with selective recompute (Megatron-LM: "
+           "\"recompute method is not yet supported for selective "
+           "recomputing granularity\")");
     return;
   }
   if (method == "block") o.method = RecomputeMethod::block;

@@ -220,12 +220,12 @@ void ArgMap::fail(std::string_view name, std::string_view what) {
 
 std::vector<std::string> ArgMap::modelopt_arguments() const {
   std::vector<std::pair<std::size_t, std::string>> rows;
-  for (const auto& [argument, entry] : entries_) {
+  for (const auto &[argument, entry] : entries_) {
     if (argument->modelopt) rows.emplace_back(entry.position, entry.given_as);
   }
   std::sort(rows.begin(), rows.end());
   std::vector<std::string> out;
-  for (auto& row : rows) out.push_back(std::move(row.second));
+  for (auto &row : rows) out.push_back(std::move(row.second));
   return out;
 }
 

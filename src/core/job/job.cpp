@@ -8,8 +8,8 @@
 #include <limits>
 
 #include "job/optimizer_charge.hpp"
-#include "paramlayout/model_chunk.hpp"
 #include "paramlayout/manifest.hpp"
+#include "paramlayout/model_chunk.hpp"
 #include "paramlayout/plan_chunk.hpp"
 
 namespace paramlayout {
@@ -21,9 +21,10 @@ std::string chunk_name(const JobSpec& job, const ChunkPlacement& p) {
 
 /// The launch's arguments a refused tensor or expert split is made of, as the line names them.
 std::string split_arguments(const ParallelConfig& p) {
-  return fmt::format("--tensor-model-parallel-size {}, --expert-model-parallel-size {}, "
-                     "--expert-tensor-parallel-size {}",
-                     p.tp, p.ep, p.etp);
+  return fmt::format(
+      "--tensor-model-parallel-size {}, --expert-model-parallel-size {}, "
+      "--expert-tensor-parallel-size {}",
+      p.tp, p.ep, p.etp);
 }
 
 /// The launch's arguments a refused pipeline split is made of, as the line names them.
@@ -79,8 +80,8 @@ PlanOptions job_plan_options(const JobSpec& job, const ChunkPlacement& chunk,
 Result<JobPlan> plan_job(const JobSpec& job, JobPlanUse use) {
   const TensorSplit split{job.parallel.tp, job.parallel.ep, job.parallel.etp};
   if (std::optional<std::string> problem = split_problem(job.model, split)) {
-    return Error{fmt::format("the model cannot be split ({}): {}", split_arguments(job.parallel),
-                             *problem)};
+    return Error{
+        fmt::format("the model cannot be split ({}): {}", split_arguments(job.parallel), *problem)};
   }
   if (std::optional<std::string> problem = size_problem(job.model, split)) {
     return Error{"the model: " + *problem};
@@ -128,9 +129,9 @@ Result<JobPlan> plan_job(const JobSpec& job, JobPlanUse use) {
     const PlanOptions options = job_plan_options(
         job, c.placement, stage_params[static_cast<std::size_t>(c.placement.stage)]);
     std::size_t earlier = 0;
-    while (earlier < i && !(planned_as[earlier] == earlier &&
-                            out.chunks[earlier].layout.options == options &&
-                            same_but_names(out.chunks[earlier].manifest, c.manifest))) {
+    while (earlier < i &&
+           !(planned_as[earlier] == earlier && out.chunks[earlier].layout.options == options &&
+             same_but_names(out.chunks[earlier].manifest, c.manifest))) {
       ++earlier;
     }
     planned_as.push_back(earlier);

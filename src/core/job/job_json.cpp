@@ -81,8 +81,7 @@ const std::string* find_content(const std::vector<JobFile>& files, const std::st
 std::string JobRecordChunk::name() const { return fmt::format("stage{}.chunk{}", stage, chunk); }
 
 JobRecord job_record(const JobSpec& job, const JobPlan& plan,
-                     const std::optional<LaunchRecord>& launch,
-                     const std::vector<JobFile>& files) {
+                     const std::optional<LaunchRecord>& launch, const std::vector<JobFile>& files) {
   JobRecord r;
   r.generator = std::string("paramlayout ") + std::string(kVersion);
   r.model = job.model_name;

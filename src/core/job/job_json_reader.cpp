@@ -38,8 +38,8 @@ std::vector<std::string> strings(json::Reader& r, json::Element v, const json::P
 /// A SHA-256 as job.json writes it: 64 lowercase hex digits.
 std::string sha256(json::Reader& r, json::Element v, const json::Path& p) {
   const std::string_view text = r.string(v, p);
-  const bool hex = text.size() == 64 && text.find_first_not_of("0123456789abcdef") ==
-                                            std::string_view::npos;
+  const bool hex =
+      text.size() == 64 && text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
   if (!r.failed() && !hex) r.expected(p, "64 lowercase hex digits (a SHA-256)", v);
   return std::string(text);
 }
@@ -55,8 +55,7 @@ void named(json::Reader& r, json::Element v, const json::Path& p, T& out, Parse 
 }
 
 void read_bytes(json::Reader& r, json::Element v, const json::Path& path, BytesPerRank& out) {
-  json::read_members(r, v, path, {"params", "grads", "optimizer"},
-                     {"params", "grads", "optimizer"},
+  json::read_members(r, v, path, {"params", "grads", "optimizer"}, {"params", "grads", "optimizer"},
                      [&](std::size_t slot, json::Element e, const json::Path& p) {
                        const std::int64_t n = r.integer(e, p, 0, kMaxInt);
                        (slot == 0 ? out.params : slot == 1 ? out.grads : out.optimizer) = n;
@@ -81,19 +80,45 @@ void read_chunk(json::Reader& r, json::Element v, const json::Path& path, JobRec
        "layout", "param_elements", "bytes_per_rank"},
       [&](std::size_t slot, json::Element e, const json::Path& p) {
         switch (slot) {
-          case 0: c.stage = r.integer(e, p, 0, kMaxInt); break;
-          case 1: c.chunk = r.integer(e, p, 0, kMaxInt); break;
-          case 2: c.layers = integers(r, e, p); break;
-          case 3: c.mtp_layers = integers(r, e, p); break;
-          case 4: c.embedding = r.boolean(e, p); break;
-          case 5: c.output = r.boolean(e, p); break;
-          case 6: c.bucket_size = r.integer_or_null(e, p, 1, kMaxInt); break;
-          case 7: c.manifest = file_name(r, e, p); break;
-          case 8: c.manifest_sha256 = sha256(r, e, p); break;
-          case 9: c.layout = file_name(r, e, p); break;
-          case 10: c.layout_sha256 = sha256(r, e, p); break;
-          case 11: c.param_elements = r.integer(e, p, 0, kMaxInt); break;
-          default: read_bytes(r, e, p, c.bytes_per_rank); break;
+          case 0:
+            c.stage = r.integer(e, p, 0, kMaxInt);
+            break;
+          case 1:
+            c.chunk = r.integer(e, p, 0, kMaxInt);
+            break;
+          case 2:
+            c.layers = integers(r, e, p);
+            break;
+          case 3:
+            c.mtp_layers = integers(r, e, p);
+            break;
+          case 4:
+            c.embedding = r.boolean(e, p);
+            break;
+          case 5:
+            c.output = r.boolean(e, p);
+            break;
+          case 6:
+            c.bucket_size = r.integer_or_null(e, p, 1, kMaxInt);
+            break;
+          case 7:
+            c.manifest = file_name(r, e, p);
+            break;
+          case 8:
+            c.manifest_sha256 = sha256(r, e, p);
+            break;
+          case 9:
+            c.layout = file_name(r, e, p);
+            break;
+          case 10:
+            c.layout_sha256 = sha256(r, e, p);
+            break;
+          case 11:
+            c.param_elements = r.integer(e, p, 0, kMaxInt);
+            break;
+          default:
+            read_bytes(r, e, p, c.bytes_per_rank);
+            break;
         }
       });
 }
@@ -110,13 +135,20 @@ std::string config_copy(json::Reader& r, json::Element v, const json::Path& p) {
 void read_launch(json::Reader& r, json::Element v, const json::Path& path, LaunchRecord& l) {
   json::read_members(
       r, v, path, {"world_size", "packer", "model", "hf_config", "files", "args"},
-      {"world_size", "files", "args"},
-      [&](std::size_t slot, json::Element e, const json::Path& p) {
+      {"world_size", "files", "args"}, [&](std::size_t slot, json::Element e, const json::Path& p) {
         switch (slot) {
-          case 0: l.world_size = r.integer(e, p, 1, kMaxInt); break;
-          case 1: l.packer = r.string(e, p, true); break;
-          case 2: l.model = r.string_or_null(e, p); break;
-          case 3: l.hf_config = r.string_or_null(e, p); break;
+          case 0:
+            l.world_size = r.integer(e, p, 1, kMaxInt);
+            break;
+          case 1:
+            l.packer = r.string(e, p, true);
+            break;
+          case 2:
+            l.model = r.string_or_null(e, p);
+            break;
+          case 3:
+            l.hf_config = r.string_or_null(e, p);
+            break;
           case 4: {
             if (!r.is_array(e, p)) return;
             std::size_t i = 0;
@@ -134,7 +166,9 @@ void read_launch(json::Reader& r, json::Element v, const json::Path& path, Launc
             }
             break;
           }
-          default: l.args = strings(r, e, p); break;
+          default:
+            l.args = strings(r, e, p);
+            break;
         }
       });
 }
@@ -144,8 +178,8 @@ void check_chunks(json::Reader& r, const JobRecord& job, const json::Path& path)
   const ParallelConfig& p = job.parallel;
   if (static_cast<double>(p.pp) * static_cast<double>(p.vpp) !=
       static_cast<double>(job.chunks.size())) {
-    r.fail(path, fmt::format("lists {} chunks; pp {} x vpp {} makes {}", job.chunks.size(),
-                             p.pp, p.vpp, p.pp * p.vpp));
+    r.fail(path, fmt::format("lists {} chunks; pp {} x vpp {} makes {}", job.chunks.size(), p.pp,
+                             p.vpp, p.pp * p.vpp));
     return;
   }
   std::set<std::string> files = {"job.json"};
@@ -185,35 +219,77 @@ Result<JobRecord> parse_job_json(std::string_view text, std::string_view source)
   ParallelConfig& par = job.parallel;
   json::read_members(
       r, r.root(), root,
-      {"schema", "generator", "model", "world_size", "tp", "pp", "vpp", "cp", "ep", "etp", "dp",
-       "expert_dp", "strategy", "packer", "param_dtype", "grad_dtype", "dense_shards",
-       "expert_shards", "launch", "ignored_arguments", "notes", "chunks", "heaviest_stage",
-       "optimizer_state", "memory"},
-      {"schema", "world_size", "tp", "pp", "vpp", "cp", "ep", "etp", "dp", "expert_dp",
-       "strategy", "grad_dtype", "ignored_arguments", "chunks", "heaviest_stage"},
+      {"schema",
+       "generator",
+       "model",
+       "world_size",
+       "tp",
+       "pp",
+       "vpp",
+       "cp",
+       "ep",
+       "etp",
+       "dp",
+       "expert_dp",
+       "strategy",
+       "packer",
+       "param_dtype",
+       "grad_dtype",
+       "dense_shards",
+       "expert_shards",
+       "launch",
+       "ignored_arguments",
+       "notes",
+       "chunks",
+       "heaviest_stage",
+       "optimizer_state",
+       "memory"},
+      {"schema", "world_size", "tp", "pp", "vpp", "cp", "ep", "etp", "dp", "expert_dp", "strategy",
+       "grad_dtype", "ignored_arguments", "chunks", "heaviest_stage"},
       [&](std::size_t slot, json::Element v, const json::Path& p) {
-        std::int64_t* const sizes[] = {&job.world_size, &par.tp,  &par.pp,     &par.vpp,
-                                       &par.cp,         &par.ep,  &par.etp,    &job.dp,
-                                       &job.expert_dp};
+        std::int64_t* const sizes[] = {&job.world_size, &par.tp,  &par.pp, &par.vpp,      &par.cp,
+                                       &par.ep,         &par.etp, &job.dp, &job.expert_dp};
         if (slot >= 3 && slot <= 11) {
           *sizes[slot - 3] = r.integer(v, p, 1, kMaxInt);
           return;
         }
         switch (slot) {
-          case 1: job.generator = r.string(v, p); break;
-          case 2: job.model = r.string(v, p); break;
+          case 1:
+            job.generator = r.string(v, p);
+            break;
+          case 2:
+            job.model = r.string(v, p);
+            break;
           case 12:
             named(r, v, p, job.strategy, parse_strategy,
                   "one of \"sequential-dp\", \"layerwise\", \"unpadded\"");
             break;
-          case 13: named(r, v, p, job.packer, parse_packer, "\"megatron\" or \"balanced\""); break;
-          case 14: named(r, v, p, job.param_dtype, [](auto s) { return parse_dtype(s); }, "a dtype"); break;
-          case 15: named(r, v, p, job.grad_dtype, [](auto s) { return parse_dtype(s); }, "a dtype"); break;
-          case 16: job.dense_shards = r.integer(v, p, 1, kMaxInt); break;
-          case 17: job.expert_shards = r.integer(v, p, 1, kMaxInt); break;
-          case 18: read_launch(r, v, p, job.launch.emplace()); break;
-          case 19: job.ignored_arguments = strings(r, v, p); break;
-          case 20: job.notes = strings(r, v, p); break;
+          case 13:
+            named(r, v, p, job.packer, parse_packer, "\"megatron\" or \"balanced\"");
+            break;
+          case 14:
+            named(
+                r, v, p, job.param_dtype, [](auto s) { return parse_dtype(s); }, "a dtype");
+            break;
+          case 15:
+            named(
+                r, v, p, job.grad_dtype, [](auto s) { return parse_dtype(s); }, "a dtype");
+            break;
+          case 16:
+            job.dense_shards = r.integer(v, p, 1, kMaxInt);
+            break;
+          case 17:
+            job.expert_shards = r.integer(v, p, 1, kMaxInt);
+            break;
+          case 18:
+            read_launch(r, v, p, job.launch.emplace());
+            break;
+          case 19:
+            job.ignored_arguments = strings(r, v, p);
+            break;
+          case 20:
+            job.notes = strings(r, v, p);
+            break;
           case 21: {
             if (!r.is_array(v, p)) return;
             std::size_t i = 0;
@@ -230,16 +306,23 @@ Result<JobRecord> parse_job_json(std::string_view text, std::string_view source)
                                  if (s == 1) read_bytes(r, e, q, job.heaviest_stage_bytes);
                                });
             break;
-          case 23: job.optimizer_state = r.string(v, p); break;
-          case 24: read_memory_json(r, v, p, job.memory_inputs, job.memory); break;
-          default: break;
+          case 23:
+            job.optimizer_state = r.string(v, p);
+            break;
+          case 24:
+            read_memory_json(r, v, p, job.memory_inputs, job.memory);
+            break;
+          default:
+            break;
         }
       });
   if (!r.failed()) check_chunks(r, job, root.field("chunks"));
   for (std::size_t i = 0; !r.failed() && i < job.memory.size(); ++i) {
-    if (job.memory[i].stage != static_cast<std::int64_t>(i) || job.memory.size() != static_cast<std::size_t>(par.pp)) {
-      r.fail(root.field("memory").field("stages").item(i),
-             fmt::format("expected stage {} of {}, one entry per pipeline stage in order", i, par.pp));
+    if (job.memory[i].stage != static_cast<std::int64_t>(i) ||
+        job.memory.size() != static_cast<std::size_t>(par.pp)) {
+      r.fail(
+          root.field("memory").field("stages").item(i),
+          fmt::format("expected stage {} of {}, one entry per pipeline stage in order", i, par.pp));
     }
   }
   if (r.failed()) return r.error();

@@ -1,5 +1,5 @@
-#include "memory_json.hpp"
 #include "paramlayout/job_stats.hpp"
+#include "memory_json.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,5 @@
-// Megatron-LM's parallel, pipeline, precision, optimizer and DDP arguments, with the values
+// Megatron-LM's launch arguments into a JobSpec: the parallel and pipeline arguments here,
+// the rest through each concept's reader; with the values
 // validate_args and initialize_model_parallel derive from them.
 #include "paramlayout/megatron_args.hpp"
 
@@ -8,10 +9,11 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "arg_map.hpp"
-#include "model_args.hpp"
 #include "activation_args.hpp"
+#include "arg_map.hpp"
 #include "buffer_args.hpp"
+#include "model_args.hpp"
+#include "optimizer_args.hpp"
 #include "quantized_params.hpp"
 
 namespace paramlayout {
@@ -33,8 +35,9 @@ void read_parallel(ArgMap& a, JobSpec& job) {
       {"--expert-tensor-parallel-num-weight-shards", p.etp}};
   for (const auto& [shards, tp] : kWeightShards) {
     if (std::optional<std::int64_t> n = a.maybe_integer(shards, 1, kMaxParallel); n && *n != tp) {
-      a.fail(shards, "weight sharding beyond tensor parallelism (GTP) reshapes params, which "
-                     "paramlayout does not model");
+      a.fail(shards,
+             "weight sharding beyond tensor parallelism (GTP) reshapes params, which "
+             "paramlayout does not model");
     }
   }
   if (a.failed()) return;
@@ -74,8 +77,9 @@ void read_pipeline(ArgMap& a, JobSpec& job) {
   c.account_for_loss = a.flag("--account-for-loss-in-pipeline-split");
   const std::optional<std::string> layout = a.string("--pipeline-model-parallel-layout");
   if (layout && layout->empty()) {
-    a.fail("--pipeline-model-parallel-layout", "expected a layout such as 'Et*3|(tt|)*29m|L', "
-                                               "got an empty string");
+    a.fail("--pipeline-model-parallel-layout",
+           "expected a layout such as 'Et*3|(tt|)*29m|L', "
+           "got an empty string");
   }
   c.layout = layout.value_or("");
   const std::optional<std::int64_t> per_stage =
@@ -94,14 +98,16 @@ void read_pipeline(ArgMap& a, JobSpec& job) {
   }
   if (!c.layout.empty() && (c.first_stage_layers || c.last_stage_layers ||
                             c.account_for_embedding || c.account_for_loss)) {
-    a.fail("--pipeline-model-parallel-layout", "cannot be combined with the other pipeline "
-                                               "split arguments");
+    a.fail("--pipeline-model-parallel-layout",
+           "cannot be combined with the other pipeline "
+           "split arguments");
     return;
   }
-  if (job.model.hybrid && (!c.layout.empty() || per_stage || stages ||
-                           c.account_for_embedding || c.account_for_loss)) {
-    a.fail("--hybrid-layer-pattern", "splits the pipeline itself ('|'); it cannot be combined "
-                                     "with a layout, virtual stages or account-for arguments");
+  if (job.model.hybrid &&
+      (!c.layout.empty() || per_stage || stages || c.account_for_embedding || c.account_for_loss)) {
+    a.fail("--hybrid-layer-pattern",
+           "splits the pipeline itself ('|'); it cannot be combined "
+           "with a layout, virtual stages or account-for arguments");
     return;
   }
   if (per_stage) {
@@ -136,179 +142,6 @@ void read_pipeline(ArgMap& a, JobSpec& job) {
   job.mtp_repeated_layer = a.flag("--mtp-use-repeated-layer");
 }
 
-/// Bytes per element of a --exp-avg-dtype / --exp-avg-sq-dtype choice.
-int state_dtype_bytes(const std::string& name) {
-  return name == "fp8" ? 1 : name == "fp32" ? 4 : 2;
-}
-
-/// The optimizer's state: --use-precision-aware-optimizer and its dtypes,
-/// --optimizer-cpu-offload, SGD's momentum (optimizer_config.py:433-480, arguments.py).
-void read_optimizer_state(ArgMap& a, JobSpec& job, const std::string& optimizer,
-                          bool distributed) {
-  OptimizerOptions& o = job.optimizer;
-  o.name = optimizer;
-  o.distributed = distributed;
-  o.precision_aware = a.flag("--use-precision-aware-optimizer");
-  const std::string main_params = a.string("--main-params-dtype").value_or("fp32");
-  const std::string exp_avg = a.string("--exp-avg-dtype").value_or("fp32");
-  const std::string exp_avg_sq = a.string("--exp-avg-sq-dtype").value_or("fp32");
-  o.main_params = main_params == "fp16" ? DType::float16 : DType::float32;
-  o.exp_avg_bytes = state_dtype_bytes(exp_avg);
-  o.exp_avg_sq_bytes = state_dtype_bytes(exp_avg_sq);
-  if (std::optional<std::string> momentum = a.string("--sgd-momentum")) {
-    o.sgd_momentum = std::strtod(momentum->c_str(), nullptr) != 0;
-  }
-  o.cpu_offload = a.flag("--optimizer-cpu-offload");
-  if (o.precision_aware) {
-    if (optimizer != "adam") {
-      a.fail("--use-precision-aware-optimizer", "only supported with adam "
-                                                "(optimizer_config.py:435)");
-    } else if (!distributed) {
-      a.fail("--use-precision-aware-optimizer", "only supported with the distributed optimizer "
-                                                "(optimizer/__init__.py:1058)");
-    }
-  } else {
-    const std::pair<std::string_view, const std::string*> kDtypes[] = {
-        {"--main-params-dtype", &main_params},
-        {"--exp-avg-dtype", &exp_avg},
-        {"--exp-avg-sq-dtype", &exp_avg_sq}};
-    for (const auto& [name, value] : kDtypes) {
-      if (*value != "fp32") {
-        a.fail(name, "can only be fp32 without --use-precision-aware-optimizer "
-                     "(optimizer_config.py:473-480)");
-      }
-    }
-  }
-  if (o.cpu_offload) {
-    if (!o.precision_aware) {
-      a.fail("--optimizer-cpu-offload", "must be used with --use-precision-aware-optimizer "
-                                        "(arguments.py:1884)");
-    }
-    if (std::optional<std::string> f = a.string("--optimizer-offload-fraction")) {
-      o.offload_fraction = std::strtod(f->c_str(), nullptr);
-    }
-    if (o.offload_fraction < 1) {
-      // They decide the param groups, whose order decides what stays on the GPU.
-      o.decoupled_lr = a.string("--decoupled-lr").has_value();
-      o.wd_on_qk_layernorm = a.flag("--apply-wd-to-qk-layernorm");
-    }
-    if (o.offload_fraction < 1 && a.flag("--use-mup")) {
-      a.fail("--optimizer-offload-fraction",
-             "below 1 with --use-mup, whose param groups decide which params keep their state "
-             "on the GPU and which paramlayout does not model");
-    }
-    if (o.offload_fraction >= 1) {
-      job.notes.emplace_back("the optimizer state lives in pinned host memory "
-                             "(--optimizer-cpu-offload): float32 params, grads and moments on "
-                             "the CPU; the figures count none of it on the GPU");
-    }  // else the optimizer state's line says what stays on the GPU
-  } else {
-    a.has("--optimizer-offload-fraction");
-  }
-  if (optimizer == "muon" || optimizer == "dist_muon" || optimizer == "adaptive_muon") {
-    o.scalar_optimizer = a.string("--muon-scalar-optimizer").value_or("adam");
-  }
-  if (optimizer == "dist_muon") o.name = "muon";  // arguments.py:1727-1733
-}
-
-/// The optimizer decides the layout: the distributed optimizer shards buffers
-/// (sequential-dp), Muon and the other emerging optimizers with it place matrices whole
-/// (layerwise), and without it DDP packs buffers unpadded.
-void read_optimizer(ArgMap& a, JobSpec& job) {
-  const bool bf16 = a.flag("--bf16");
-  const bool fp16 = a.flag("--fp16");
-  if (bf16 && fp16) a.fail("--fp16", "cannot be combined with --bf16");
-  job.param_dtype = bf16 ? DType::bfloat16 : fp16 ? DType::float16 : DType::float32;
-  const std::string optimizer = a.string("--optimizer").value_or("adam");
-  static const std::vector<std::string_view> kKnown = {"adam", "sgd", "muon", "dist_muon",
-                                                       "lion", "soap", "adaptive_muon"};
-  if (std::find(kKnown.begin(), kKnown.end(), std::string_view(optimizer)) == kKnown.end()) {
-    a.fail("--optimizer", fmt::format("expected one of {}, got '{}'", fmt::join(kKnown, ", "),
-                                      optimizer));
-  }
-  const bool emerging = optimizer != "adam" && optimizer != "sgd";
-  if (emerging && fp16) a.fail("--optimizer", fmt::format("{} does not support --fp16", optimizer));
-  const bool distributed = a.flag("--use-distributed-optimizer") || optimizer == "dist_muon";
-  const bool layerwise_layout = !a.flag("--no-use-layer-wise-param-layout");
-  job.strategy = !distributed                   ? Strategy::unpadded
-                 : emerging && layerwise_layout ? Strategy::layerwise
-                 : emerging                     ? Strategy::unpadded
-                                                : Strategy::sequential_dp;
-
-  read_optimizer_state(a, job, optimizer, distributed);
-  if (emerging && distributed && !layerwise_layout) {
-    // They decide the param groups, whose order decides how params are dealt out.
-    job.optimizer.decoupled_lr = a.string("--decoupled-lr").has_value();
-    job.optimizer.wd_on_qk_layernorm = a.flag("--apply-wd-to-qk-layernorm");
-    if (a.flag("--use-mup")) {
-      a.fail("--no-use-layer-wise-param-layout",
-             "with --use-mup, whose param groups decide how the layer-wise optimizer deals "
-             "params out to the ranks and which paramlayout does not model");
-    }
-    job.notes.emplace_back(
-        "without the layer-wise param layout, Megatron-LM's layer-wise optimizer deals whole "
-        "params out to the data-parallel ranks by size (layer_wise_optimizer.py:713-760): "
-        "the figures count its heaviest rank's optimizer state");
-  }
-
-  const bool accumulate_fp32 = a.flag("--accumulate-allreduce-grads-in-fp32");
-  const bool reduce_bf16 = a.flag("--grad-reduce-in-bf16");
-  const std::string main_grads = a.string("--main-grads-dtype").value_or("fp32");
-  if (main_grads != "fp32" && main_grads != "bf16") {
-    a.fail("--main-grads-dtype", fmt::format("expected fp32 or bf16, got '{}'", main_grads));
-  } else if (main_grads == "bf16" && !job.optimizer.precision_aware) {
-    a.fail("--main-grads-dtype", "can only be fp32 without --use-precision-aware-optimizer "
-                                 "(optimizer_config.py:470)");
-  } else if (accumulate_fp32 && main_grads == "bf16") {
-    a.fail("--main-grads-dtype", "can only be fp32 with --accumulate-allreduce-grads-in-fp32");
-  }
-  job.grad_reduce_in_fp32 = bf16 ? !reduce_bf16 && main_grads == "fp32" : accumulate_fp32;
-  if (bf16 && job.grad_reduce_in_fp32 && !accumulate_fp32) {
-    job.notes.emplace_back("grads are reduced in float32: --bf16 implies "
-                           "--accumulate-allreduce-grads-in-fp32 (--grad-reduce-in-bf16 "
-                           "reduces them in bfloat16)");
-  }
-
-  job.overlap_grad_reduce = a.flag("--overlap-grad-reduce");
-  const bool overlap_param_gather = a.flag("--overlap-param-gather");
-  job.overlap_param_gather_with_optimizer_step =
-      a.flag("--overlap-param-gather-with-optimizer-step");
-  if (overlap_param_gather && !(distributed && job.overlap_grad_reduce)) {
-    a.fail("--overlap-param-gather", "needs --use-distributed-optimizer and "
-                                     "--overlap-grad-reduce");
-  }
-  if (job.overlap_param_gather_with_optimizer_step &&
-      (!overlap_param_gather || job.strategy != Strategy::sequential_dp)) {
-    a.fail("--overlap-param-gather-with-optimizer-step",
-           "needs --overlap-param-gather and the distributed optimizer (not Muon's layer-wise "
-           "one)");
-  }
-  job.ddp_bucket_size = a.maybe_integer("--ddp-bucket-size", 1, std::int64_t{1} << 50);
-  job.ddp_num_buckets = a.maybe_integer("--ddp-num-buckets", 1, std::int64_t{1} << 30);
-  if (job.ddp_bucket_size && job.ddp_num_buckets) {
-    a.fail("--ddp-num-buckets", "cannot be combined with --ddp-bucket-size");
-  }
-  job.pad_for_high_nccl_busbw = a.flag("--ddp-pad-buckets-for-high-nccl-busbw");
-  a.flag("--ddp-average-in-collective");
-  job.optimizer_instances = a.integer("--num-distributed-optimizer-instances", 1, 1, kMaxParallel);
-  if (job.optimizer_instances > 1) {
-    const std::int64_t dense = job.dp * job.parallel.cp;
-    if (job.strategy == Strategy::layerwise) {
-      a.fail("--num-distributed-optimizer-instances", "must be 1 with Muon's layer-wise "
-                                                      "optimizer");
-    } else if (dense % job.optimizer_instances != 0 ||
-               job.expert_dp % job.optimizer_instances != 0) {
-      a.fail("--num-distributed-optimizer-instances",
-             fmt::format("{} does not divide the data-parallel sizes (dense {}, expert {})",
-                         job.optimizer_instances, dense, job.expert_dp));
-    }
-  }
-  if (!job.overlap_grad_reduce) {
-    job.notes.emplace_back("one bucket per buffer: Megatron-LM buckets only with "
-                           "--overlap-grad-reduce");
-  }
-}
-
 /// --transformer-impl: transformer_engine (the default), or local for the GPT models
 /// paramlayout builds with Megatron-Core's own modules; the rest are refused.
 void read_transformer_impl(ArgMap& a, ModelSpec& m) {
@@ -340,8 +173,9 @@ void read_transformer_impl(ArgMap& a, ModelSpec& m) {
     }
   }
   if (a.has("--fp8-param-gather")) {
-    a.fail("--fp8-param-gather", "needs Transformer Engine's modules, not --transformer-impl "
-                                 "local");
+    a.fail("--fp8-param-gather",
+           "needs Transformer Engine's modules, not --transformer-impl "
+           "local");
     return;
   }
   m.local_spec = true;
@@ -362,10 +196,12 @@ void reject_unmodelled(ArgMap& a) {
     }
   }
   const std::pair<std::string_view, std::string_view> kUnmodelled[] = {
-      {"--use-torch-fsdp2", "PyTorch FSDP2 shards params itself, not in "
-                            "DistributedDataParallel's buffers"},
-      {"--use-megatron-fsdp", "Megatron-FSDP lays out its own buffers, not "
-                              "DistributedDataParallel's"},
+      {"--use-torch-fsdp2",
+       "PyTorch FSDP2 shards params itself, not in "
+       "DistributedDataParallel's buffers"},
+      {"--use-megatron-fsdp",
+       "Megatron-FSDP lays out its own buffers, not "
+       "DistributedDataParallel's"},
       {"--heterogeneous-layers-config-path", "give the model's config.json with --hf-config"},
       {"--yaml-cfg", "pass the arguments themselves"},
       {"--moe-latent-size", "MoE latent projections are not modelled"},
@@ -376,26 +212,31 @@ void reject_unmodelled(ArgMap& a) {
     if (a.has(name)) a.fail(name, why);
   }
   if (a.flag("--modelopt-enabled")) {
-    a.fail("--modelopt-enabled", "builds the model with ModelOpt's builder "
-                                 "(model_provider.py:55), which paramlayout does not model");
+    a.fail("--modelopt-enabled",
+           "builds the model with ModelOpt's builder "
+           "(model_provider.py:55), which paramlayout does not model");
   }
   // transformer_config.py:1413-1414, 1707-1712, 1736-1741: TransformerConfig's refusals, then
   // one grouped weight (or bias) for all of a layer's experts, whose params are not modelled.
   const bool grouped_gemm = a.flag("--moe-grouped-gemm");
   if (a.flag("--moe-use-grouped-tensor") && !grouped_gemm) {
-    a.fail("--moe-use-grouped-tensor", "requires --moe-grouped-gemm: Megatron-LM's "
-                                       "TransformerConfig refuses it without "
-                                       "(transformer_config.py:1413-1414)");
+    a.fail("--moe-use-grouped-tensor",
+           "requires --moe-grouped-gemm: Megatron-LM's "
+           "TransformerConfig refuses it without "
+           "(transformer_config.py:1413-1414)");
   }
-  for (const std::string_view single : {"--moe-single-grouped-weight", "--moe-single-grouped-bias"}) {
+  for (const std::string_view single :
+       {"--moe-single-grouped-weight", "--moe-single-grouped-bias"}) {
     if (!a.flag(single)) continue;
     if (!grouped_gemm || !a.flag("--moe-use-grouped-tensor")) {
-      a.fail(single, "requires --moe-grouped-gemm and --moe-use-grouped-tensor: Megatron-LM's "
-                     "TransformerConfig refuses it without (transformer_config.py:1707-1712, "
-                     "1736-1741)");
+      a.fail(single,
+             "requires --moe-grouped-gemm and --moe-use-grouped-tensor: Megatron-LM's "
+             "TransformerConfig refuses it without (transformer_config.py:1707-1712, "
+             "1736-1741)");
     } else {
-      a.fail(single, "one grouped param for all of a layer's experts (Transformer Engine's "
-                     "GroupedLinear) is not modelled");
+      a.fail(single,
+             "one grouped param for all of a layer's experts (Transformer Engine's "
+             "GroupedLinear) is not modelled");
     }
   }
 }
@@ -421,18 +262,20 @@ void reject_what_megatron_builds_not(ArgMap& a, const JobSpec& job, bool from_li
   // --no-bias-dropout-fusion (megatron/core/transformer/moe/experts.py:205-207).
   const bool te_grouped = experts && !m.local_spec && (m.moe.grouped_gemm || m.hybrid);
   if (te_grouped && m.add_bias_linear && !a.flag("--no-bias-dropout-fusion")) {
-    a.fail("--moe-grouped-gemm", "with biases on the experts needs --no-bias-dropout-fusion "
-                                 "(or --disable-bias-linear): Megatron-LM's TEGroupedMLP refuses "
-                                 "bias-dropout fusion with biases");
+    a.fail("--moe-grouped-gemm",
+           "with biases on the experts needs --no-bias-dropout-fusion "
+           "(or --disable-bias-linear): Megatron-LM's TEGroupedMLP refuses "
+           "bias-dropout fusion with biases");
   }
   // hybrid_builders.py:22-25: a hybrid model is built from the stack spec --spec names.
   const std::optional<std::vector<std::string>> spec = a.values("--spec");
   if (m.hybrid && (!spec || spec->empty())) {
-    a.fail("--hybrid-layer-pattern", "builds a hybrid model, which Megatron-LM builds from the "
-                                     "layer spec --spec names: give --spec "
-                                     "megatron.core.models.hybrid.hybrid_layer_specs "
-                                     "hybrid_stack_spec (hybrid_builders.py refuses the line "
-                                     "without it)");
+    a.fail("--hybrid-layer-pattern",
+           "builds a hybrid model, which Megatron-LM builds from the "
+           "layer spec --spec names: give --spec "
+           "megatron.core.models.hybrid.hybrid_layer_specs "
+           "hybrid_stack_spec (hybrid_builders.py refuses the line "
+           "without it)");
   }
 }
 
@@ -462,7 +305,7 @@ Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
   if (!a.failed()) read_pipeline(a, job);
   if (!a.failed()) reject_what_megatron_builds_not(a, job, hf == nullptr);
   job.pipeline.hybrid_stage_layers = hybrid_stages;
-  if (!a.failed()) read_optimizer(a, job);
+  if (!a.failed()) job::read_optimizer_args(a, job);
   if (!a.failed()) job::read_quantized_params(a, job);
   if (!a.failed()) job::read_activation_args(a, job);
   if (!a.failed()) job::read_buffer_args(a, job, hf != nullptr);
@@ -473,9 +316,10 @@ Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
   }
   job.ignored_arguments = a.unread();
   if (const std::vector<std::string> modelopt = a.modelopt_arguments(); !modelopt.empty()) {
-    job.notes.push_back(fmt::format("{} are ModelOpt's arguments: Megatron-LM's pretrain "
-                                    "scripts accept them only with nvidia-modelopt installed",
-                                    fmt::join(modelopt, ", ")));
+    job.notes.push_back(
+        fmt::format("{} are ModelOpt's arguments: Megatron-LM's pretrain "
+                    "scripts accept them only with nvidia-modelopt installed",
+                    fmt::join(modelopt, ", ")));
   }
   return job;
 }

@@ -32,8 +32,8 @@ std::vector<MemoryTerm> read_terms(json::Reader& r, json::Element v, const json:
       return out;
     }
     const MemoryTermInfo* info = find_memory_term(key);
-    out.push_back({std::string(key), r.integer(value, p, 0, kMaxInt),
-                   info ? info->exactness : exactness});
+    out.push_back(
+        {std::string(key), r.integer(value, p, 0, kMaxInt), info ? info->exactness : exactness});
     if (r.failed()) return out;
   }
   return out;
@@ -51,24 +51,38 @@ void require_sum(json::Reader& r, const json::Path& path, const std::vector<Memo
 }
 
 void read_stage(json::Reader& r, json::Element v, const json::Path& path, RankMemory& m) {
-  json::read_members(
-      r, v, path,
-      {"stage", "microbatches_in_flight", "persistent", "activations", "persistent_bytes",
-       "activation_bytes", "peak_bytes"},
-      {"stage", "microbatches_in_flight", "persistent", "activations", "persistent_bytes",
-       "activation_bytes", "peak_bytes"},
-      [&](std::size_t slot, json::Element e, const json::Path& p) {
-        switch (slot) {
-          case 0: m.stage = m.activations.stage = r.integer(e, p, 0, kMaxInt); break;
-          case 1: m.activations.microbatches_in_flight = r.integer(e, p, 0, kMaxInt); break;
-          case 2: m.persistent = read_terms(r, e, p, Exactness::exact); break;
-          case 3: m.activations.terms = read_terms(r, e, p, Exactness::estimate); break;
-          case 4: m.persistent_bytes = r.integer(e, p, 0, kMaxInt); break;
-          case 5: m.activation_bytes = r.integer(e, p, 0, kMaxInt); break;
-          case 6: m.peak_bytes = r.integer(e, p, 0, kMaxInt); break;
-          default: break;
-        }
-      });
+  json::read_members(r, v, path,
+                     {"stage", "microbatches_in_flight", "persistent", "activations",
+                      "persistent_bytes", "activation_bytes", "peak_bytes"},
+                     {"stage", "microbatches_in_flight", "persistent", "activations",
+                      "persistent_bytes", "activation_bytes", "peak_bytes"},
+                     [&](std::size_t slot, json::Element e, const json::Path& p) {
+                       switch (slot) {
+                         case 0:
+                           m.stage = m.activations.stage = r.integer(e, p, 0, kMaxInt);
+                           break;
+                         case 1:
+                           m.activations.microbatches_in_flight = r.integer(e, p, 0, kMaxInt);
+                           break;
+                         case 2:
+                           m.persistent = read_terms(r, e, p, Exactness::exact);
+                           break;
+                         case 3:
+                           m.activations.terms = read_terms(r, e, p, Exactness::estimate);
+                           break;
+                         case 4:
+                           m.persistent_bytes = r.integer(e, p, 0, kMaxInt);
+                           break;
+                         case 5:
+                           m.activation_bytes = r.integer(e, p, 0, kMaxInt);
+                           break;
+                         case 6:
+                           m.peak_bytes = r.integer(e, p, 0, kMaxInt);
+                           break;
+                         default:
+                           break;
+                       }
+                     });
   if (r.failed()) return;
   require_sum(r, path.field("persistent_bytes"), m.persistent, m.persistent_bytes);
   if (r.failed()) return;
@@ -131,8 +145,8 @@ void write_memory_json(json::Writer& w, const std::string& inputs,
   w.raw("\n  ]}");
 }
 
-void read_memory_json(json::Reader& r, json::Element v, const json::Path& path,
-                      std::string& inputs, std::vector<RankMemory>& stages) {
+void read_memory_json(json::Reader& r, json::Element v, const json::Path& path, std::string& inputs,
+                      std::vector<RankMemory>& stages) {
   json::read_members(r, v, path, {"activations_for", "stages"}, {"activations_for", "stages"},
                      [&](std::size_t slot, json::Element e, const json::Path& p) {
                        if (slot == 0) {

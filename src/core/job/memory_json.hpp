@@ -20,7 +20,7 @@ void write_memory_detail_json(json::Writer& w, const std::string& inputs,
                               const std::vector<RankMemory>& stages);
 
 /// The member back; refuses a total that is not its terms' sum.
-void read_memory_json(json::Reader& r, json::Element v, const json::Path& path,
-                      std::string& inputs, std::vector<RankMemory>& stages);
+void read_memory_json(json::Reader& r, json::Element v, const json::Path& path, std::string& inputs,
+                      std::vector<RankMemory>& stages);
 
 }  // namespace paramlayout

@@ -125,11 +125,11 @@ std::vector<bool> layer_marks(ArgMap& args, std::string_view name, std::int64_t 
   std::string error;
   const std::vector<std::int64_t> list = parse_layer_list(*text, error);
   if (!error.empty()) {
-    args.fail(name, fmt::format("expected an integer or a list such as \"([0]*3+[1]*58)\": {}",
-                                error));
+    args.fail(name,
+              fmt::format("expected an integer or a list such as \"([0]*3+[1]*58)\": {}", error));
   } else if (static_cast<std::int64_t>(list.size()) != layers) {
-    args.fail(name, fmt::format("the list has {} entries, one per layer is {}", list.size(),
-                                layers));
+    args.fail(name,
+              fmt::format("the list has {} entries, one per layer is {}", list.size(), layers));
   } else {
     for (std::size_t i = 0; i < list.size(); ++i) out[i] = list[i] == 1;
   }
@@ -144,12 +144,24 @@ void read_hybrid_pattern(ArgMap& args, std::string_view name, const std::string&
   const std::string main = pattern.substr(0, slash);
   const auto layer_of = [&](char c, LayerSpec& l) {
     switch (c) {
-      case 'M': l = {Mixer::mamba, Mlp::none}; return true;
-      case 'G': l = {Mixer::gated_delta_net, Mlp::none}; return true;
-      case '*': case '+': l = {Mixer::attention, Mlp::none}; return true;
-      case '-': l = {Mixer::none, Mlp::dense}; return true;
-      case 'E': l = {Mixer::none, Mlp::moe}; return true;
-      default: return false;
+      case 'M':
+        l = {Mixer::mamba, Mlp::none};
+        return true;
+      case 'G':
+        l = {Mixer::gated_delta_net, Mlp::none};
+        return true;
+      case '*':
+      case '+':
+        l = {Mixer::attention, Mlp::none};
+        return true;
+      case '-':
+        l = {Mixer::none, Mlp::dense};
+        return true;
+      case 'E':
+        l = {Mixer::none, Mlp::moe};
+        return true;
+      default:
+        return false;
     }
   };
   if (main.find('*') != std::string::npos && main.find('+') != std::string::npos) {
@@ -172,7 +184,8 @@ void read_hybrid_pattern(ArgMap& args, std::string_view name, const std::string&
     } else {
       args.fail(name, fmt::format("'{}' is not a layer symbol (M mamba, G gated delta net, * "
                                   "attention, + multi-latent attention, - MLP, E MoE, | stage, "
-                                  "/ multi-token prediction)", c));
+                                  "/ multi-token prediction)",
+                                  c));
       return;
     }
   }
@@ -195,8 +208,10 @@ void read_hybrid_pattern(ArgMap& args, std::string_view name, const std::string&
   m.mtp_num_layers = static_cast<std::int64_t>(parts.size());
   for (char c : parts.front()) {
     LayerSpec layer;
-    if (layer_of(c, layer)) m.hybrid_mtp_layers.push_back(layer);
-    else args.fail(name, fmt::format("'{}' is not a layer symbol", c));
+    if (layer_of(c, layer))
+      m.hybrid_mtp_layers.push_back(layer);
+    else
+      args.fail(name, fmt::format("'{}' is not a layer symbol", c));
   }
 }
 
@@ -230,16 +245,17 @@ void read_mlp(ArgMap& a, ModelSpec& m) {
   m.gated_linear_unit = swiglu || a.flag("--quick-geglu");
   a.flag("--squared-relu");
   const std::int64_t h = m.hidden_size;
-  m.ffn_hidden_size = a.integer("--ffn-hidden-size", swiglu ? 4 * h * 2 / 3 / 64 * 64 : 4 * h,
-                                1, kMaxSize);
+  m.ffn_hidden_size =
+      a.integer("--ffn-hidden-size", swiglu ? 4 * h * 2 / 3 / 64 * 64 : 4 * h, 1, kMaxSize);
   m.moe.num_experts = a.integer("--num-experts", 0, 0, kMaxSize);
   if (m.moe.num_experts == 0) return;
   m.moe.ffn_hidden_size = a.integer("--moe-ffn-hidden-size", m.ffn_hidden_size, 1, kMaxSize);
   m.moe.shared_expert_size = a.integer("--moe-shared-expert-intermediate-size", 0, 1, kMaxSize);
   m.moe.shared_expert_gate = a.flag("--moe-shared-expert-gate");
   if (m.hybrid) return;
-  const std::vector<bool> moe = layer_marks(a, "--moe-layer-freq", m.num_layers(),
-                                            [](std::int64_t i, std::int64_t n) { return i % n == 0; });
+  const std::vector<bool> moe =
+      layer_marks(a, "--moe-layer-freq", m.num_layers(),
+                  [](std::int64_t i, std::int64_t n) { return i % n == 0; });
   for (std::size_t i = 0; i < moe.size(); ++i) {
     if (moe[i]) m.layers[i].mlp = Mlp::moe;
   }
@@ -343,8 +359,8 @@ ModelSpec read_model_args(ArgMap& a, std::vector<std::int64_t>& hybrid_stages,
 void check_model_args_agree(ArgMap& a, const ModelSpec& m) {
   const auto agree = [&](std::string_view name, std::int64_t value) {
     if (std::optional<std::int64_t> given = a.maybe_integer(name, 0); given && *given != value) {
-      a.fail(name, fmt::format("{} disagrees with the --hf-config model's {}; drop one", *given,
-                               value));
+      a.fail(name,
+             fmt::format("{} disagrees with the --hf-config model's {}; drop one", *given, value));
     }
   };
   const auto agree_flag = [&](std::string_view name, bool value) {
@@ -356,8 +372,10 @@ void check_model_args_agree(ArgMap& a, const ModelSpec& m) {
   agree("--hidden-size", m.hidden_size);
   agree("--num-attention-heads", m.num_attention_heads);
   agree("--kv-channels", m.head_dim());
-  if (a.flag("--group-query-attention")) agree("--num-query-groups", m.query_groups({}));
-  else a.has("--num-query-groups");
+  if (a.flag("--group-query-attention"))
+    agree("--num-query-groups", m.query_groups({}));
+  else
+    a.has("--num-query-groups");
   agree("--vocab-size", m.vocab_size);
   if (m.uses(Mlp::dense)) agree("--ffn-hidden-size", m.ffn_hidden_size);
   if (m.moe.num_experts > 0) {
@@ -403,16 +421,18 @@ void read_build_args(ArgMap& a, ModelSpec& m, std::vector<std::string>& notes) {
   if (!m.hybrid || configured_mtp == 0) {
     m.mtp_num_layers = a.integer("--mtp-num-layers", 0, 0, kMaxSize);
     if (configured_mtp > 0 && m.mtp_num_layers == 0) {
-      notes.push_back(fmt::format("the model has {} multi-token prediction layer(s); "
-                                  "Megatron-LM builds them only with --mtp-num-layers",
-                                  configured_mtp));
+      notes.push_back(
+          fmt::format("the model has {} multi-token prediction layer(s); "
+                      "Megatron-LM builds them only with --mtp-num-layers",
+                      configured_mtp));
     }
   } else {
     a.has("--mtp-num-layers");
   }
   if (m.mtp_num_layers > 0 && m.position_embedding == PositionEmbedding::learned_absolute) {
-    a.fail("--mtp-num-layers", "needs rope or no position embeddings "
-                               "(--position-embedding-type rope)");
+    a.fail("--mtp-num-layers",
+           "needs rope or no position embeddings "
+           "(--position-embedding-type rope)");
   }
   m.moe.grouped_gemm = a.flag("--moe-grouped-gemm");
   if (std::optional<std::string> softmax = a.string("--softmax-type")) {

@@ -78,10 +78,10 @@ Result<std::int64_t> buffer_state(const JobSpec& job, const ChunkPlacement& at,
             at.stage, at.chunk, p->name, to_string(mine))};
       }
     }
-    const std::optional<std::int64_t> bytes =
-        checked_mul(heaviest_shard_elements(b), optimizer_state_bytes(o, optimizer, StateHolder::distributed,
-                                                 b.key.param_dtype, b.key.grad_dtype)
-                               .total());
+    const std::optional<std::int64_t> bytes = checked_mul(
+        heaviest_shard_elements(b), optimizer_state_bytes(o, optimizer, StateHolder::distributed,
+                                                          b.key.param_dtype, b.key.grad_dtype)
+                                        .total());
     if (!bytes) return too_large(at);
     return *bytes;
   }

@@ -79,8 +79,8 @@ Result<void> charge_offload_kept(const JobSpec& job, JobPlan& plan) {
         const Param& p = *params.at(slot.name);
         const BucketRange& bucket = b.buckets[static_cast<std::size_t>(slot.bucket)];
         for (const ShardPiece& s : shard_pieces(bucket, shards, slot.start, slot.end)) {
-          pieces.push_back({s.rank, group_order(o, p), sixteen_bit, ci, bi, s.start,
-                            s.end - s.start, kept});
+          pieces.push_back(
+              {s.rank, group_order(o, p), sixteen_bit, ci, bi, s.start, s.end - s.start, kept});
         }
       }
     }

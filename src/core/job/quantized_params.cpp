@@ -13,10 +13,12 @@ namespace {
 /// LayerNormLinear, GroupedLinear): their weights carry an fp8_meta_index and become
 /// quantized tensors under fp8_model_init (TE module/base.py:1721-1741, linear.py:1678,
 /// layernorm_linear.py:1502); biases and layer-norm weights do not.
-constexpr std::array<std::string_view, 12> kTeLinears = {
-    "linear_qkv",         "linear_proj",         "linear_fc1",         "linear_fc2",
-    "linear_q_proj",      "linear_q_down_proj",  "linear_q_up_proj",   "linear_kv_down_proj",
-    "linear_kv_up_proj",  "in_proj",             "out_proj",           "eh_proj"};
+constexpr std::array<std::string_view, 12> kTeLinears = {"linear_qkv",        "linear_proj",
+                                                         "linear_fc1",        "linear_fc2",
+                                                         "linear_q_proj",     "linear_q_down_proj",
+                                                         "linear_q_up_proj",  "linear_kv_down_proj",
+                                                         "linear_kv_up_proj", "in_proj",
+                                                         "out_proj",          "eh_proj"};
 
 /// Whether `name` is the weight (or a grouped GEMM's weightN) of a TE linear module.
 bool te_linear_weight(std::string_view name) {
@@ -46,7 +48,8 @@ std::optional<std::int64_t> layer_of(std::string_view name, const ChunkPlacement
   if (name.substr(0, kDecoder.size()) != kDecoder) return std::nullopt;
   std::size_t i = kDecoder.size();
   std::size_t local = 0;
-  while (i < name.size() && name[i] >= '0' && name[i] <= '9') local = local * 10 + (name[i++] - '0');
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9')
+    local = local * 10 + (name[i++] - '0');
   if (local >= placement.layers.size()) return std::nullopt;
   return placement.layers[local];
 }
@@ -62,8 +65,8 @@ void mark_quantized_params(ModelChunk& chunk, const ChunkPlacement& placement,
     if (!layer || (*layer < 0 && !q.mtp_layers)) continue;
     // fp8_utils.py:711-727 (is_first_last_bf16_layer) and fp4_utils.py:248-263
     // (get_fp4_context), on the global layer index.
-    const bool bf16 = *layer >= 0 &&
-                      (*layer < q.bf16_first_layers || *layer >= num_layers - q.bf16_last_layers);
+    const bool bf16 =
+        *layer >= 0 && (*layer < q.bf16_first_layers || *layer >= num_layers - q.bf16_last_layers);
     if (!bf16) p.storage = q.storage;
   }
 }
@@ -82,8 +85,9 @@ void read_fp4_params(ArgMap& a, JobSpec& job, bool first_last_bf16, std::int64_t
     return;
   }
   if (recipe == "custom") {
-    a.fail("--fp4-recipe", "a custom recipe's quantizers are the user's own: their storage "
-                           "cannot be known ahead of time");
+    a.fail("--fp4-recipe",
+           "a custom recipe's quantizers are the user's own: their storage "
+           "cannot be known ahead of time");
     return;
   }
   // fp4_utils.py:257-287: the decoder layers are built under fp8_model_init with the
@@ -141,44 +145,51 @@ void read_quantized_params(ArgMap& a, JobSpec& job) {
   if (fp8 && first_last_bf16) {
     // transformer_config.py:1529-1554.
     if (recipe == "delayed") {
-      a.fail("--first-last-layers-bf16", "delayed scaling does not support first / last "
-                                         "layer in BF16 (transformer_config.py:1530)");
+      a.fail("--first-last-layers-bf16",
+             "delayed scaling does not support first / last "
+             "layer in BF16 (transformer_config.py:1530)");
       return;
     }
     const std::int64_t most = job.model.num_layers() / job.parallel.pp;
-    for (const auto& [name, n] : {std::pair<std::string_view, std::int64_t>{
-                                      "--num-layers-at-start-in-bf16", start},
-                                  {"--num-layers-at-end-in-bf16", end}}) {
+    for (const auto& [name, n] :
+         {std::pair<std::string_view, std::int64_t>{"--num-layers-at-start-in-bf16", start},
+          {"--num-layers-at-end-in-bf16", end}}) {
       if (n < 0 || n > most) {
         a.fail(name, fmt::format("{} must be between 0 and the layers per pipeline stage ({}) "
-                                 "(transformer_config.py:1539-1554)", n, most));
+                                 "(transformer_config.py:1539-1554)",
+                                 n, most));
         return;
       }
     }
   }
   if (reuse_grad_buf && (!fp8 || recipe != "mxfp8")) {
-    job.notes.emplace_back("--reuse-grad-buf-for-mxfp8-param-ag has no effect without the "
-                           "mxfp8 recipe");
+    job.notes.emplace_back(
+        "--reuse-grad-buf-for-mxfp8-param-ag has no effect without the "
+        "mxfp8 recipe");
   }
   if (!fp8_param) return;
   if (!fp8) {
-    a.fail("--fp8-param-gather", "must be used together with fp8 mode, --fp8-format "
-                                 "(transformer_config.py:1566)");
+    a.fail("--fp8-param-gather",
+           "must be used together with fp8 mode, --fp8-format "
+           "(transformer_config.py:1566)");
     return;
   }
   if (!job.optimizer.distributed) {
-    a.fail("--fp8-param-gather", "only supported with the distributed optimizer, torch FSDP2, "
-                                 "Megatron-FSDP or inference mode (arguments.py:1096)");
+    a.fail("--fp8-param-gather",
+           "only supported with the distributed optimizer, torch FSDP2, "
+           "Megatron-FSDP or inference mode (arguments.py:1096)");
     return;
   }
   if (recipe == "custom") {
-    a.fail("--fp8-recipe", "a custom recipe's quantizers are the user's own: their storage "
-                           "cannot be known ahead of time");
+    a.fail("--fp8-recipe",
+           "a custom recipe's quantizers are the user's own: their storage "
+           "cannot be known ahead of time");
     return;
   }
   if (cpu_offload && recipe != "delayed") {
-    a.fail("--optimizer-cpu-offload", "with --fp8-param-gather needs --fp8-recipe delayed "
-                                      "(arguments.py:1889-1892)");
+    a.fail("--optimizer-cpu-offload",
+           "with --fp8-param-gather needs --fp8-recipe delayed "
+           "(arguments.py:1889-1892)");
     return;
   }
   if (recipe == "mxfp8") {

@@ -165,9 +165,8 @@ Result<std::vector<StageActivations>> estimate_activations(const JobSpec& job,
   std::vector<StageActivations> out;
   const ActivationOptions& o = job.activations;
   const Shape x{static_cast<double>(o.seq_length) / static_cast<double>(job.parallel.cp),
-                static_cast<double>(o.micro_batch_size),
-                static_cast<double>(job.model.hidden_size), static_cast<double>(job.parallel.tp),
-                o.sequence_parallel};
+                static_cast<double>(o.micro_batch_size), static_cast<double>(job.model.hidden_size),
+                static_cast<double>(job.parallel.tp), o.sequence_parallel};
   const std::int64_t microbatches = microbatches_per_step(job);
   for (std::int64_t stage = 0; stage < job.parallel.pp; ++stage) {
     StageActivations s{stage, 0, {}};
@@ -184,9 +183,9 @@ Result<std::vector<StageActivations>> estimate_activations(const JobSpec& job,
     ChunkBytes held;
     const std::int64_t p = job.parallel.pp;
     for (std::int64_t k = 0; k < units; ++k) {
-      const ChunkBytes& c = chunks[static_cast<std::size_t>((k / p) % std::max<std::int64_t>(
-                                                                        1, job.parallel.vpp)) %
-                                   chunks.size()];
+      const ChunkBytes& c =
+          chunks[static_cast<std::size_t>((k / p) % std::max<std::int64_t>(1, job.parallel.vpp)) %
+                 chunks.size()];
       held.layers += c.layers;
       held.embedding += c.embedding;
     }

@@ -71,8 +71,8 @@ RotaryBytes rotary_bytes(const Rotary& r, const Context& x) {
   const std::int64_t d = r.kv_channels;
   out.own += 2 * half(d) * kFp32;
   std::int64_t cos_sin = 2 * table(r.original_max_positions / x.cp, d, x.float_bytes);
-  const bool recached = x.training_seq && (x.float_bytes != kFp32 ||
-                                           x.seq_per_cp * x.cp > r.original_max_positions);
+  const bool recached =
+      x.training_seq && (x.float_bytes != kFp32 || x.seq_per_cp * x.cp > r.original_max_positions);
   if (!r.fused_cos_sin) {
     if (x.training_seq) out.cached_table = table(x.seq_per_cp, d, kFp32);
   } else if (recached) {
@@ -105,14 +105,12 @@ std::vector<Rotary> chunk_rotaries(const JobSpec& job, const std::vector<LayerSp
   const bool mla = m.mla.has_value();
   const bool mrope = o.rotary == RotaryKind::mrope && !m.hybrid;
   if ((o.rotary == RotaryKind::rope && !mla) || o.rotary == RotaryKind::yarn || (mrope && !mla)) {
-    out.push_back({o.rotary, m.head_dim(), o.rotary_percent, o.yarn_original_max_positions,
-                   false});
+    out.push_back({o.rotary, m.head_dim(), o.rotary_percent, o.yarn_original_max_positions, false});
   }
   if (!mla) return out;
   const bool yarn = o.mla_rotary == RotaryKind::yarn;
-  const Rotary layer_rotary{o.mla_rotary, m.mla->qk_pos_emb_head_dim,
-                            yarn ? 1.0 : o.rotary_percent, kMlaOriginalMaxPositions,
-                            yarn && o.rope_fusion};
+  const Rotary layer_rotary{o.mla_rotary, m.mla->qk_pos_emb_head_dim, yarn ? 1.0 : o.rotary_percent,
+                            kMlaOriginalMaxPositions, yarn && o.rope_fusion};
   for (const LayerSpec& l : layers) {
     if (!l.attends()) continue;
     out.push_back(layer_rotary);

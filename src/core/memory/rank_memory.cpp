@@ -56,11 +56,10 @@ std::string recompute_name(const ActivationOptions& o) {
 std::string describe_activation_inputs(const JobSpec& job) {
   const ActivationOptions& o = job.activations;
   if (o.seq_length == 0) return "";
-  return fmt::format("micro batch {} x sequence {}{}, {} micro-batch{} per step, {}, {}",
-                     o.micro_batch_size, o.seq_length,
-                     o.sequence_parallel ? " (sequence parallel)" : "",
-                     microbatches_per_step(job), microbatches_per_step(job) == 1 ? "" : "es",
-                     schedule_name(job), recompute_name(o));
+  return fmt::format(
+      "micro batch {} x sequence {}{}, {} micro-batch{} per step, {}, {}", o.micro_batch_size,
+      o.seq_length, o.sequence_parallel ? " (sequence parallel)" : "", microbatches_per_step(job),
+      microbatches_per_step(job) == 1 ? "" : "es", schedule_name(job), recompute_name(o));
 }
 
 Result<std::vector<RankMemory>> rank_memory(const JobSpec& job, const JobPlan& plan) {
@@ -70,8 +69,9 @@ Result<std::vector<RankMemory>> rank_memory(const JobSpec& job, const JobPlan& p
   for (StageActivations& a : *activations) {
     const std::optional<BytesPerRank> buffers = stage_memory(plan, a.stage);
     if (!buffers) return Error{fmt::format("stage {}: its bytes per rank are too large", a.stage)};
-    RankMemory m{a.stage, persistent_terms(*buffers, model_buffers(job, plan, a.stage)),
-                 std::move(a), 0, 0, 0};
+    RankMemory m{
+        a.stage, persistent_terms(*buffers, model_buffers(job, plan, a.stage)), std::move(a), 0, 0,
+        0};
     const std::optional<std::int64_t> persistent = total_bytes(m.persistent);
     const std::optional<std::int64_t> held = total_bytes(m.activations.terms);
     if (!persistent || !held || *held > std::numeric_limits<std::int64_t>::max() - *persistent) {

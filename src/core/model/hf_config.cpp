@@ -29,8 +29,7 @@ struct Architecture {
 
 /// Megatron-Bridge's text decoders, and GPT-2, which Megatron-LM builds as its own GPT.
 constexpr std::array kArchitectures = {
-    Architecture{"LlamaForCausalLM", "Llama 2, 3, 3.1, 3.2; Granite (biased Llama)",
-                 hf::map_llama},
+    Architecture{"LlamaForCausalLM", "Llama 2, 3, 3.1, 3.2; Granite (biased Llama)", hf::map_llama},
     Architecture{"DeciLMForCausalLM", "Llama-Nemotron Super, Ultra (heterogeneous blocks)",
                  hf::map_decilm},
     Architecture{"MistralForCausalLM", "Mistral, Mistral-Nemo, Ministral", hf::map_llama},
@@ -46,8 +45,7 @@ constexpr std::array kArchitectures = {
                  hf::map_qwen3_next},
     Architecture{"DeepseekV2ForCausalLM", "DeepSeek-V2, DeepSeek-V2-Lite", hf::map_deepseek},
     Architecture{"DeepseekV3ForCausalLM", "DeepSeek-V3, Kimi-K2", hf::map_deepseek},
-    Architecture{"Glm4MoeForCausalLM", "GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7",
-                 hf::map_glm4_moe},
+    Architecture{"Glm4MoeForCausalLM", "GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7", hf::map_glm4_moe},
     Architecture{"GptOssForCausalLM", "gpt-oss", hf::map_gpt_oss},
     Architecture{"OlmoeForCausalLM", "OLMoE", hf::map_olmoe},
     Architecture{"Phi3ForCausalLM", "Phi-3, Phi-3.5, Phi-4", hf::map_phi3},
@@ -59,8 +57,7 @@ constexpr std::array kArchitectures = {
     Architecture{"Glm4MoeLiteForCausalLM", "GLM-4.7-Flash (multi-latent attention)",
                  hf::map_glm4_moe_lite},
     Architecture{"KimiK2ForCausalLM", "Kimi-K2", hf::map_deepseek},
-    Architecture{"GlmMoeDsaForCausalLM", "GLM-5 (DeepSeek sparse attention)",
-                 hf::map_glm_moe_dsa},
+    Architecture{"GlmMoeDsaForCausalLM", "GLM-5 (DeepSeek sparse attention)", hf::map_glm_moe_dsa},
     Architecture{"MiniMaxM2ForCausalLM", "MiniMax-M2, M2.1, M2.5", hf::map_minimax_m2},
     Architecture{"NemotronForCausalLM", "Nemotron-4, Minitron", hf::map_nemotron},
     Architecture{"Ernie4_5_MoeForCausalLM", "ERNIE 4.5 MoE", hf::map_ernie4_5_moe},
@@ -82,8 +79,10 @@ constexpr std::array kArchitectures = {
                  hf::map_falcon_h1},
     Architecture{"Gemma4ForCausalLM", "Gemma 4 (dense with per-layer inputs, or MoE)",
                  hf::map_gemma4},
-    Architecture{"DeepseekV4ForCausalLM", "DeepSeek-V4 (refused: Megatron-LM lacks its attention)",
-                 nullptr, {},
+    Architecture{"DeepseekV4ForCausalLM",
+                 "DeepSeek-V4 (refused: Megatron-LM lacks its attention)",
+                 nullptr,
+                 {},
                  "attention variant \"dsv4_hybrid\" (compressed sparse attention with "
                  "hyper-connections), which Megatron-Bridge's deepseek_v4 bridge sets and "
                  "Megatron-LM at d98e8a64 does not have"},
@@ -92,16 +91,24 @@ constexpr std::array kArchitectures = {
                  hf::map_qwen3_5, "text_config"},
     Architecture{"Qwen3_5MoeForConditionalGeneration", "Qwen3.5-MoE (language model only)",
                  hf::map_qwen3_next, "text_config"},
-    Architecture{"Qwen3VLForConditionalGeneration", "Qwen3-VL (language model only)",
-                 hf::map_qwen3, "text_config"},
+    Architecture{"Qwen3VLForConditionalGeneration", "Qwen3-VL (language model only)", hf::map_qwen3,
+                 "text_config"},
     Architecture{"Qwen3VLMoeForConditionalGeneration", "Qwen3-VL-MoE (language model only)",
                  hf::map_qwen3_moe, "text_config"},
-    Architecture{"Gemma3ForConditionalGeneration", "Gemma 3 (language model only)",
-                 hf::map_gemma3, "text_config"},
-    Architecture{"Mistral3ForConditionalGeneration", "Ministral 3 (language model only)",
-                 hf::map_ministral3, "text_config", {}, true},
-    Architecture{"Gemma4ForConditionalGeneration", "Gemma 4 (language model only)",
-                 hf::map_gemma4, "text_config", {}, true},
+    Architecture{"Gemma3ForConditionalGeneration", "Gemma 3 (language model only)", hf::map_gemma3,
+                 "text_config"},
+    Architecture{"Mistral3ForConditionalGeneration",
+                 "Ministral 3 (language model only)",
+                 hf::map_ministral3,
+                 "text_config",
+                 {},
+                 true},
+    Architecture{"Gemma4ForConditionalGeneration",
+                 "Gemma 4 (language model only)",
+                 hf::map_gemma4,
+                 "text_config",
+                 {},
+                 true},
 };
 
 /// Set to something other than false, 0, null or empty.
@@ -133,8 +140,7 @@ bool has_other_layer_types(json::Element e) {
   for (json::Element item : simdjson::dom::array(e)) {
     std::string_view type;
     if (item.get(type) != simdjson::SUCCESS) return true;
-    if (type != "full_attention" && type != "sliding_attention" &&
-        type != "chunked_attention") {
+    if (type != "full_attention" && type != "sliding_attention" && type != "chunked_attention") {
       return true;
     }
   }
@@ -151,52 +157,98 @@ struct ShapeField {
 
 constexpr std::array kShapeFields = {
     // Sizes and attention.
-    ShapeField{"intermediate_size"}, ShapeField{"n_inner"}, ShapeField{"head_dim"},
-    ShapeField{"attention_head_dim"}, ShapeField{"num_key_value_heads"},
-    ShapeField{"tie_word_embeddings"}, ShapeField{"use_qk_norm"},
-    ShapeField{"layer_types", has_other_layer_types}, ShapeField{"add_cross_attention"},
+    ShapeField{"intermediate_size"},
+    ShapeField{"n_inner"},
+    ShapeField{"head_dim"},
+    ShapeField{"attention_head_dim"},
+    ShapeField{"num_key_value_heads"},
+    ShapeField{"tie_word_embeddings"},
+    ShapeField{"use_qk_norm"},
+    ShapeField{"layer_types", has_other_layer_types},
+    ShapeField{"add_cross_attention"},
     // Biases.
-    ShapeField{"attention_bias"}, ShapeField{"mlp_bias"}, ShapeField{"use_bias"},
-    ShapeField{"qkv_bias"}, ShapeField{"lm_head_bias"},
+    ShapeField{"attention_bias"},
+    ShapeField{"mlp_bias"},
+    ShapeField{"use_bias"},
+    ShapeField{"qkv_bias"},
+    ShapeField{"lm_head_bias"},
     // Experts.
-    ShapeField{"num_experts"}, ShapeField{"num_local_experts"}, ShapeField{"n_routed_experts"},
-    ShapeField{"moe_intermediate_size"}, ShapeField{"n_shared_experts"},
+    ShapeField{"num_experts"},
+    ShapeField{"num_local_experts"},
+    ShapeField{"n_routed_experts"},
+    ShapeField{"moe_intermediate_size"},
+    ShapeField{"n_shared_experts"},
     ShapeField{"shared_expert_intermediate_size"},
-    ShapeField{"moe_shared_expert_intermediate_size"}, ShapeField{"shared_intermediate_size"},
-    ShapeField{"moe_latent_size"}, ShapeField{"first_k_dense_replace"},
-    ShapeField{"moe_layer_freq"}, ShapeField{"decoder_sparse_step"},
-    ShapeField{"mlp_only_layers"}, ShapeField{"mlp_layer_types"}, ShapeField{"is_moe_layer"},
-    ShapeField{"moe_num_experts"}, ShapeField{"moe_num_shared_experts"},
-    ShapeField{"moe_layer_start_index"}, ShapeField{"num_shared_experts"},
-    ShapeField{"mtp_layer_types"}, ShapeField{"index_n_heads"}, ShapeField{"index_head_dim"},
-    ShapeField{"indexer_types"}, ShapeField{"swa_num_key_value_heads"},
-    ShapeField{"hybrid_layer_pattern"}, ShapeField{"swa_head_dim"}, ShapeField{"swa_v_head_dim"},
+    ShapeField{"moe_shared_expert_intermediate_size"},
+    ShapeField{"shared_intermediate_size"},
+    ShapeField{"moe_latent_size"},
+    ShapeField{"first_k_dense_replace"},
+    ShapeField{"moe_layer_freq"},
+    ShapeField{"decoder_sparse_step"},
+    ShapeField{"mlp_only_layers"},
+    ShapeField{"mlp_layer_types"},
+    ShapeField{"is_moe_layer"},
+    ShapeField{"moe_num_experts"},
+    ShapeField{"moe_num_shared_experts"},
+    ShapeField{"moe_layer_start_index"},
+    ShapeField{"num_shared_experts"},
+    ShapeField{"mtp_layer_types"},
+    ShapeField{"index_n_heads"},
+    ShapeField{"index_head_dim"},
+    ShapeField{"indexer_types"},
+    ShapeField{"swa_num_key_value_heads"},
+    ShapeField{"hybrid_layer_pattern"},
+    ShapeField{"swa_head_dim"},
+    ShapeField{"swa_v_head_dim"},
     // Multi-latent attention.
-    ShapeField{"q_lora_rank"}, ShapeField{"kv_lora_rank"}, ShapeField{"qk_nope_head_dim"},
-    ShapeField{"qk_rope_head_dim"}, ShapeField{"v_head_dim"},
+    ShapeField{"q_lora_rank"},
+    ShapeField{"kv_lora_rank"},
+    ShapeField{"qk_nope_head_dim"},
+    ShapeField{"qk_rope_head_dim"},
+    ShapeField{"v_head_dim"},
     // Multi-token prediction.
-    ShapeField{"num_nextn_predict_layers"}, ShapeField{"mtp_num_hidden_layers"},
+    ShapeField{"num_nextn_predict_layers"},
+    ShapeField{"mtp_num_hidden_layers"},
     ShapeField{"mtp_hybrid_override_pattern"},
     // Heterogeneous, hybrid and linear-attention layers.
-    ShapeField{"block_configs"}, ShapeField{"hybrid_override_pattern"},
-    ShapeField{"mamba_num_heads"}, ShapeField{"mamba_head_dim"}, ShapeField{"n_groups"},
-    ShapeField{"ssm_state_size"}, ShapeField{"full_attention_interval"},
-    ShapeField{"linear_num_key_heads"}, ShapeField{"linear_num_value_heads"},
-    ShapeField{"linear_key_head_dim"}, ShapeField{"linear_value_head_dim"},
+    ShapeField{"block_configs"},
+    ShapeField{"hybrid_override_pattern"},
+    ShapeField{"mamba_num_heads"},
+    ShapeField{"mamba_head_dim"},
+    ShapeField{"n_groups"},
+    ShapeField{"ssm_state_size"},
+    ShapeField{"full_attention_interval"},
+    ShapeField{"linear_num_key_heads"},
+    ShapeField{"linear_num_value_heads"},
+    ShapeField{"linear_key_head_dim"},
+    ShapeField{"linear_value_head_dim"},
     ShapeField{"linear_conv_kernel_dim"},
     // Step-3.5's names.
-    ShapeField{"num_attention_groups"}, ShapeField{"attention_other_setting"},
-    ShapeField{"moe_layers_enum"}, ShapeField{"share_expert_dim"}, ShapeField{"share_expert_dims"},
+    ShapeField{"num_attention_groups"},
+    ShapeField{"attention_other_setting"},
+    ShapeField{"moe_layers_enum"},
+    ShapeField{"share_expert_dim"},
+    ShapeField{"share_expert_dims"},
     ShapeField{"use_head_wise_attn_gate"},
     // Falcon-H1's names.
-    ShapeField{"mamba_n_heads"}, ShapeField{"mamba_d_head"}, ShapeField{"mamba_n_groups"},
-    ShapeField{"mamba_d_state"}, ShapeField{"mamba_d_conv"}, ShapeField{"mamba_d_ssm"},
-    ShapeField{"mamba_proj_bias"}, ShapeField{"mamba_rms_norm"}, ShapeField{"projectors_bias"},
+    ShapeField{"mamba_n_heads"},
+    ShapeField{"mamba_d_head"},
+    ShapeField{"mamba_n_groups"},
+    ShapeField{"mamba_d_state"},
+    ShapeField{"mamba_d_conv"},
+    ShapeField{"mamba_d_ssm"},
+    ShapeField{"mamba_proj_bias"},
+    ShapeField{"mamba_rms_norm"},
+    ShapeField{"projectors_bias"},
     // Gemma 4's names.
-    ShapeField{"global_head_dim"}, ShapeField{"num_global_key_value_heads"},
-    ShapeField{"attention_k_eq_v"}, ShapeField{"num_kv_shared_layers"},
-    ShapeField{"use_double_wide_mlp"}, ShapeField{"hidden_size_per_layer_input"},
-    ShapeField{"vocab_size_per_layer_input"}, ShapeField{"enable_moe_block"},
+    ShapeField{"global_head_dim"},
+    ShapeField{"num_global_key_value_heads"},
+    ShapeField{"attention_k_eq_v"},
+    ShapeField{"num_kv_shared_layers"},
+    ShapeField{"use_double_wide_mlp"},
+    ShapeField{"hidden_size_per_layer_input"},
+    ShapeField{"vocab_size_per_layer_input"},
+    ShapeField{"enable_moe_block"},
 };
 
 void reject_unread_shape_fields(hf::Config& c) {
@@ -254,15 +306,18 @@ std::string with_infinities_as_null(std::string_view text) {
   for (std::size_t i = 0; i < out.size(); ++i) {
     const char ch = out[i];
     if (in_string) {
-      if (ch == '\\') ++i;
-      else if (ch == '"') in_string = false;
+      if (ch == '\\')
+        ++i;
+      else if (ch == '"')
+        in_string = false;
       continue;
     }
     if (ch == '"') {
       in_string = true;
       continue;
     }
-    for (const std::string_view word : {std::string_view("-Infinity"), std::string_view("Infinity")}) {
+    for (const std::string_view word :
+         {std::string_view("-Infinity"), std::string_view("Infinity")}) {
       if (std::string_view(out).substr(i, word.size()) == word) {
         out.replace(i, word.size(), std::string("null") + std::string(word.size() - 4, ' '));
         i += word.size() - 1;
@@ -292,13 +347,13 @@ Result<HfModel> read_hf_config(std::string_view text, std::string_view source) {
     const std::vector<std::string_view> names = hf_architectures();
     const std::vector<std::string_view> known_first(names.begin(), names.begin() + 8);
     const json::Path root;
-    reader.fail(root.field("architectures").item(0),
-                fmt::format("unknown architecture \"{}\"; known: {}, ... ({} in all: paramlayout "
-                            "synth --list). Any GPT-style model can be described with "
-                            "Megatron-LM's model arguments instead: paramlayout job "
-                            "--world-size N -o DIR -- --num-layers ... --hidden-size ...",
-                            excerpt(model.architecture), fmt::join(known_first, ", "),
-                            names.size()));
+    reader.fail(
+        root.field("architectures").item(0),
+        fmt::format("unknown architecture \"{}\"; known: {}, ... ({} in all: paramlayout "
+                    "synth --list). Any GPT-style model can be described with "
+                    "Megatron-LM's model arguments instead: paramlayout job "
+                    "--world-size N -o DIR -- --num-layers ... --hidden-size ...",
+                    excerpt(model.architecture), fmt::join(known_first, ", "), names.size()));
     return reader.error();
   }
   if (!known->refused.empty()) {
@@ -310,8 +365,7 @@ Result<HfModel> read_hf_config(std::string_view text, std::string_view source) {
   hf::Config config(reader, known->name, known->scope, known->tie_in_scope);
   if (!known->scope.empty()) {
     model.notes.push_back(fmt::format(
-        "the language model only (under {}): the vision or audio tower is left out",
-        known->scope));
+        "the language model only (under {}): the vision or audio tower is left out", known->scope));
   }
   if (!reader.failed()) known->map(config, model.spec, model.notes);
   if (!reader.failed() && model.spec.moe.num_experts > 0) {

@@ -116,9 +116,10 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
     if ((p = size("kv_channels", m.kv_channels, 0))) return p;
     // Multi-latent attention sizes its heads by its own fields, never by kv_channels.
     if (!m.mla && m.kv_channels == 0 && m.hidden_size % m.num_attention_heads != 0) {
-      return fmt::format("hidden_size {} is not divisible by num_attention_heads {} (set "
-                         "kv_channels)",
-                         m.hidden_size, m.num_attention_heads);
+      return fmt::format(
+          "hidden_size {} is not divisible by num_attention_heads {} (set "
+          "kv_channels)",
+          m.hidden_size, m.num_attention_heads);
     }
     for (const LayerSpec& l : m.layers) {
       const std::int64_t groups = m.query_groups(l);
@@ -141,8 +142,9 @@ std::optional<std::string> model_problem(const ModelSpec& m) {
   }
   if (m.dsa) {
     if (!m.mla || m.mla->q_lora_rank == 0) {
-      return std::string("sparse attention (DSA) needs multi-latent attention with query "
-                         "compression (q_lora_rank)");
+      return std::string(
+          "sparse attention (DSA) needs multi-latent attention with query "
+          "compression (q_lora_rank)");
     }
     if ((p = size("dsa_indexer_n_heads", m.dsa->index_heads))) return p;
     if ((p = size("dsa_indexer_head_dim", m.dsa->index_head_dim))) return p;

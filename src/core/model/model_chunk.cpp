@@ -25,8 +25,7 @@ bool divides(std::int64_t d, std::int64_t n) { return n % d == 0; }
 
 std::optional<std::string> attention_split_problem(const ModelSpec& m, const TensorSplit& s) {
   if (!divides(s.tp, m.num_attention_heads)) {
-    return fmt::format("tp {} does not divide the {} attention heads", s.tp,
-                       m.num_attention_heads);
+    return fmt::format("tp {} does not divide the {} attention heads", s.tp, m.num_attention_heads);
   }
   if (m.mla) return std::nullopt;
   std::vector<LayerSpec> all = m.layers;
@@ -61,9 +60,10 @@ std::optional<std::string> mixer_split_problem(const ModelSpec& m, const TensorS
   if (m.uses(Mixer::gated_delta_net)) {
     const GatedDeltaNetSpec& g = m.gated_delta_net;
     if (!divides(s.tp, g.num_key_heads) || !divides(s.tp, g.num_value_heads)) {
-      return fmt::format("tp {} does not divide the linear attention's {} key and {} value "
-                         "heads",
-                         s.tp, g.num_key_heads, g.num_value_heads);
+      return fmt::format(
+          "tp {} does not divide the linear attention's {} key and {} value "
+          "heads",
+          s.tp, g.num_key_heads, g.num_value_heads);
     }
   }
   if ((m.uses(Mixer::linear) || m.uses(Mlp::linear) || m.mtp_num_layers > 0) &&
@@ -96,9 +96,10 @@ std::optional<std::string> size_problem(const ModelSpec& m, const TensorSplit& s
   const std::int64_t local_experts = m.moe.num_experts / s.ep;
   const std::int64_t layers = m.num_layers() + m.mtp_num_layers;
   if (layers * (64 + 4 * local_experts) > kMaxChunkParams) {
-    return fmt::format("{} layers with {} experts each on a rank come to more than {} params: "
-                       "too large",
-                       layers, local_experts, kMaxChunkParams);
+    return fmt::format(
+        "{} layers with {} experts each on a rank come to more than {} params: "
+        "too large",
+        layers, local_experts, kMaxChunkParams);
   }
   return std::nullopt;
 }
@@ -180,8 +181,8 @@ ModelChunk build_chunk(const ModelSpec& model, const TensorSplit& split,
   const bool output_weight = has_output && !(placement.pre_process && tied);
   // Copies of the embedding weight that are reduced together across stages.
   const bool shares = placement.pipeline_parallel && (tied || model.mtp_num_layers > 0);
-  const bool shared_copy = shares && ((placement.post_process && tied) || mtp) &&
-                           !placement.pre_process;
+  const bool shared_copy =
+      shares && ((placement.post_process && tied) || mtp) && !placement.pre_process;
   const bool shared_first = shares && placement.pre_process && !placement.post_process;
 
   if (has_embedding) emit.embedding(shared_first || (shared_copy && has_embedding));

@@ -31,8 +31,7 @@ void ParamEmitter::fused_norm(const std::string& prefix, std::int64_t n) {
   if (m_.normalization == Normalization::layer_norm) add(prefix + "layer_norm_bias", {n});
 }
 
-void ParamEmitter::linear(const std::string& prefix, std::int64_t out, std::int64_t in,
-                          bool bias) {
+void ParamEmitter::linear(const std::string& prefix, std::int64_t out, std::int64_t in, bool bias) {
   add(prefix + "weight", {out, in});
   if (bias) add(prefix + "bias", {out});
 }

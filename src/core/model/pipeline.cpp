@@ -40,7 +40,8 @@ std::optional<std::int64_t> repeat_count(const std::string& text, std::size_t& p
 }
 
 Result<std::string> repeat(std::string_view unit, std::int64_t n, std::string& out) {
-  const auto grown = static_cast<std::int64_t>(out.size() + unit.size() * static_cast<std::size_t>(n));
+  const auto grown =
+      static_cast<std::int64_t>(out.size() + unit.size() * static_cast<std::size_t>(n));
   if (grown > kMaxLayoutLength) {
     return Error{fmt::format("--pipeline-model-parallel-layout unrolls to more than {} layers",
                              kMaxLayoutLength)};
@@ -61,8 +62,8 @@ Result<std::string> unroll(const std::string& text) {
       groups += text[i++];
       continue;
     }
-    if (Result<std::string> r = repeat(std::string_view(text).substr(i + 1, close - i - 1), *n,
-                                       groups);
+    if (Result<std::string> r =
+            repeat(std::string_view(text).substr(i + 1, close - i - 1), *n, groups);
         !r) {
       return r.error();
     }
@@ -102,9 +103,10 @@ std::optional<std::string> layout_problem(const std::vector<std::string>& stages
                        count(flat, 't'), c.num_layers);
   }
   if (count(flat, 'm') != c.mtp_num_layers) {
-    return fmt::format("the layout holds {} multi-token prediction layers 'm', but "
-                       "--mtp-num-layers is {}",
-                       count(flat, 'm'), c.mtp_num_layers);
+    return fmt::format(
+        "the layout holds {} multi-token prediction layers 'm', but "
+        "--mtp-num-layers is {}",
+        count(flat, 'm'), c.mtp_num_layers);
   }
   const std::size_t first_mtp = flat.find('m');
   if (first_mtp != std::string::npos && flat.find('t', first_mtp) != std::string::npos) {
@@ -114,10 +116,10 @@ std::optional<std::string> layout_problem(const std::vector<std::string>& stages
   for (std::size_t s = 0; s < stages.size(); ++s) {
     if (count(stages[s], 'm') == 0) continue;
     if (static_cast<std::int64_t>(s) / c.pp != c.vpp - 1) {
-      return fmt::format("multi-token prediction layers must be in a pipeline stage's last "
-                         "virtual chunk, not in stage {}'s chunk {} (layout stage {})",
-                         static_cast<std::int64_t>(s) % c.pp, static_cast<std::int64_t>(s) / c.pp,
-                         s);
+      return fmt::format(
+          "multi-token prediction layers must be in a pipeline stage's last "
+          "virtual chunk, not in stage {}'s chunk {} (layout stage {})",
+          static_cast<std::int64_t>(s) % c.pp, static_cast<std::int64_t>(s) / c.pp, s);
     }
     if (mtp_stage) return std::string("all multi-token prediction layers must be in one stage");
     mtp_stage = s;
@@ -131,8 +133,9 @@ std::optional<std::string> split_problem(const PipelineConfig& c) {
   const std::int64_t f = c.first_stage_layers.value_or(0);
   const std::int64_t l = c.last_stage_layers.value_or(0);
   if (uneven && (c.account_for_embedding || c.account_for_loss)) {
-    return std::string("--decoder-first/last-pipeline-num-layers cannot be combined with "
-                       "--account-for-embedding/loss-in-pipeline-split");
+    return std::string(
+        "--decoder-first/last-pipeline-num-layers cannot be combined with "
+        "--account-for-embedding/loss-in-pipeline-split");
   }
   if (uneven) {
     if (c.first_stage_layers && f <= 0) {
@@ -142,9 +145,10 @@ std::optional<std::string> split_problem(const PipelineConfig& c) {
       return std::string("--decoder-last-pipeline-num-layers must be >= 1");
     }
     if (c.vpp > 1 && (f % c.vpp != 0 || l % c.vpp != 0)) {
-      return fmt::format("the first and last stages' layers ({} and {}) must be divisible by "
-                         "the {} virtual chunks",
-                         f, l, c.vpp);
+      return fmt::format(
+          "the first and last stages' layers ({} and {}) must be divisible by "
+          "the {} virtual chunks",
+          f, l, c.vpp);
     }
     const std::int64_t rest = c.num_layers - f - l;
     const std::int64_t middle =
@@ -153,9 +157,10 @@ std::optional<std::string> split_problem(const PipelineConfig& c) {
       // One stage that is both first and last builds the last stage's count, as in
       // Megatron-LM.
       if (l == c.num_layers) return std::nullopt;
-      return fmt::format("a single pipeline stage builds --decoder-last-pipeline-num-layers "
-                         "layers, {}, but the model has {}",
-                         l, c.num_layers);
+      return fmt::format(
+          "a single pipeline stage builds --decoder-last-pipeline-num-layers "
+          "layers, {}, but the model has {}",
+          l, c.num_layers);
     }
     const bool both = c.first_stage_layers && c.last_stage_layers;
     const std::string ends = both                   ? "the first and last stages hold"
@@ -165,8 +170,8 @@ std::optional<std::string> split_problem(const PipelineConfig& c) {
       return fmt::format("{} {} layers, more than the model's {}", ends, f + l, c.num_layers);
     }
     if (rest > 0 && middle == 0) {
-      return fmt::format("{} {} of the {} layers, and no stage is left for the remaining {}",
-                         ends, f + l, c.num_layers, rest);
+      return fmt::format("{} {} of the {} layers, and no stage is left for the remaining {}", ends,
+                         f + l, c.num_layers, rest);
     }
     if (rest == 0 && middle > 0) {
       return fmt::format("{} all {} layers, leaving none for the other {} stages", ends,
@@ -174,33 +179,37 @@ std::optional<std::string> split_problem(const PipelineConfig& c) {
     }
     if (middle == 0 && c.vpp > 1) {
       // Megatron-LM's layer offsets divide by the number of middle stages.
-      return std::string("uneven first and last stages with virtual pipeline chunks need a "
-                         "middle stage (at least 3 pipeline stages)");
+      return std::string(
+          "uneven first and last stages with virtual pipeline chunks need a "
+          "middle stage (at least 3 pipeline stages)");
     }
     if (middle > 0 && rest % middle != 0) {
       return fmt::format("the {} middle layers are not divisible by the {} middle stages", rest,
                          middle);
     }
     if (middle > 0 && c.vpp > 1 && (rest / middle) % c.vpp != 0) {
-      return fmt::format("the {} layers of each middle stage are not divisible by the {} "
-                         "virtual chunks",
-                         rest / middle, c.vpp);
+      return fmt::format(
+          "the {} layers of each middle stage are not divisible by the {} "
+          "virtual chunks",
+          rest / middle, c.vpp);
     }
     return std::nullopt;
   }
   const std::int64_t counted = c.num_layers + c.account_for_embedding + c.account_for_loss;
   const std::string what = counted == c.num_layers
                                ? fmt::format("the {} layers", counted)
-                               : fmt::format("the {} layers (with the embedding or loss "
-                                             "counted as layers)",
-                                             counted);
+                               : fmt::format(
+                                     "the {} layers (with the embedding or loss "
+                                     "counted as layers)",
+                                     counted);
   if (counted % c.pp != 0) {
     return fmt::format("{} are not divisible by the {} pipeline stages", what, c.pp);
   }
   if (c.vpp > 1 && (counted / c.pp) % c.vpp != 0) {
-    return fmt::format("the {} layers of each pipeline stage are not divisible by the {} "
-                       "virtual chunks",
-                       counted / c.pp, c.vpp);
+    return fmt::format(
+        "the {} layers of each pipeline stage are not divisible by the {} "
+        "virtual chunks",
+        counted / c.pp, c.vpp);
   }
   return std::nullopt;
 }
@@ -232,8 +241,10 @@ Span decoder_span(const PipelineConfig& c, std::int64_t rank, std::int64_t v) {
   s.count = per_rank / V;
   s.offset = v * (counted / V) + rank * (per_rank / V);
   if (c.account_for_embedding) {
-    if (first_chunk) s.count -= 1;
-    else s.offset -= 1;
+    if (first_chunk)
+      s.count -= 1;
+    else
+      s.offset -= 1;
   }
   if (c.account_for_loss && last_chunk) s.count -= 1;
   return s;
@@ -276,10 +287,11 @@ Result<std::vector<std::string>> parse_pipeline_layout(const std::string& layout
     } else if (c == 'E' || c == 'L' || c == 't' || c == 'm') {
       stages.back() += c;
     } else {
-      return Error{fmt::format("--pipeline-model-parallel-layout: '{}' is not a layer (E: "
-                               "embedding, t: decoder layer, m: multi-token prediction layer, "
-                               "L: loss; '|' separates stages, '(...)*N' and 'x*N' repeat)",
-                               c)};
+      return Error{
+          fmt::format("--pipeline-model-parallel-layout: '{}' is not a layer (E: "
+                      "embedding, t: decoder layer, m: multi-token prediction layer, "
+                      "L: loss; '|' separates stages, '(...)*N' and 'x*N' repeat)",
+                      c)};
     }
   }
   return stages;
@@ -324,9 +336,10 @@ Result<std::vector<ChunkPlacement>> place_layers(const PipelineConfig& c) {
     Result<std::vector<std::string>> stages = parse_pipeline_layout(c.layout);
     if (!stages) return stages.error();
     if (stages->size() % static_cast<std::size_t>(c.pp) != 0) {
-      return fail(fmt::format("--pipeline-model-parallel-layout has {} stages, not a multiple "
-                              "of the {} pipeline stages",
-                              stages->size(), c.pp));
+      return fail(
+          fmt::format("--pipeline-model-parallel-layout has {} stages, not a multiple "
+                      "of the {} pipeline stages",
+                      stages->size(), c.pp));
     }
     config.vpp = static_cast<std::int64_t>(stages->size()) / c.pp;
     if (std::optional<std::string> p = layout_problem(*stages, config)) {
@@ -341,9 +354,10 @@ Result<std::vector<ChunkPlacement>> place_layers(const PipelineConfig& c) {
     table = spans_of(decoder, mtp);
   } else if (!c.hybrid_stage_layers.empty()) {
     if (c.hybrid_stage_layers.size() % static_cast<std::size_t>(c.pp) != 0) {
-      return fail(fmt::format("the hybrid layer pattern has {} '|'-separated stages, not a "
-                              "multiple of the {} pipeline stages",
-                              c.hybrid_stage_layers.size(), c.pp));
+      return fail(
+          fmt::format("the hybrid layer pattern has {} '|'-separated stages, not a "
+                      "multiple of the {} pipeline stages",
+                      c.hybrid_stage_layers.size(), c.pp));
     }
     config.vpp = static_cast<std::int64_t>(c.hybrid_stage_layers.size()) / c.pp;
     std::vector<std::int64_t> mtp(c.hybrid_stage_layers.size(), 0);
@@ -368,20 +382,20 @@ Result<std::vector<ChunkPlacement>> place_layers(const PipelineConfig& c) {
       const auto index = static_cast<std::size_t>(v * config.pp + rank);
       const Span decoder = listed ? table.decoder[index] : decoder_span(config, rank, v);
       if (decoder.count < 0) {
-        return fail(fmt::format("stage {} chunk {}: not enough layers once the embedding and "
-                                "loss are counted as layers",
-                                rank, v));
+        return fail(
+            fmt::format("stage {} chunk {}: not enough layers once the embedding and "
+                        "loss are counted as layers",
+                        rank, v));
       }
       p.layers = range(decoder);
       p.layer_offset = decoder.offset;
-      const Span mtp = listed ? table.mtp[index]
-                              : Span{0, p.post_process ? config.mtp_num_layers : 0};
+      const Span mtp =
+          listed ? table.mtp[index] : Span{0, p.post_process ? config.mtp_num_layers : 0};
       p.mtp_layers = range(mtp);
       const bool holds_last_layer =
           decoder.count > 0 && decoder.offset + decoder.count == config.num_layers;
       const bool with_mtp = config.mtp_num_layers > 0 || config.mtp_given;
-      p.final_norm = with_mtp && c.hybrid_stage_layers.empty() ? holds_last_layer
-                                                               : p.post_process;
+      p.final_norm = with_mtp && c.hybrid_stage_layers.empty() ? holds_last_layer : p.post_process;
     }
   }
   return chunks;

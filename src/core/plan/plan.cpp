@@ -2,8 +2,8 @@
 
 #include <map>
 
-#include "paramlayout/version.hpp"
 #include "layerwise/layerwise.hpp"
+#include "paramlayout/version.hpp"
 #include "strategies/strategies.hpp"
 
 namespace paramlayout {
@@ -42,11 +42,10 @@ Result<Layout> plan(const Manifest& manifest, const PlanOptions& options) {
     buffer.strategy = strategy_for(group.key, options);
     if (buffer.strategy != Strategy::unpadded) buffer.num_shards = group.num_shards;
     const strategies::BufferJob job{manifest, group, options};
-    Result<void> laid_out =
-        buffer.strategy == Strategy::layerwise
-            ? layerwise_by_shards.try_emplace(group.num_shards, options.packer)
-                  .first->second.lay_out(job, i, buffer)
-            : lay_out_buffer(job, buffer);
+    Result<void> laid_out = buffer.strategy == Strategy::layerwise
+                                ? layerwise_by_shards.try_emplace(group.num_shards, options.packer)
+                                      .first->second.lay_out(job, i, buffer)
+                                : lay_out_buffer(job, buffer);
     if (!laid_out) return laid_out.error();
   }
   for (auto& [shards, chooser] : layerwise_by_shards) chooser.settle(layout.buffers);

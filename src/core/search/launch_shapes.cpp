@@ -246,23 +246,25 @@ std::vector<LaunchShape> launch_shapes(const JobSpec& base, const SearchSpace& s
           }
           for (const auto& [split, vpp] : pipelines) {
             for (bool d : dist) {
-              for (std::int64_t instances :
-                   optimizer_instances(base, space, given, d, world / (tp * pp),
-                                       world / (etp * ep * pp))) {
+              for (std::int64_t instances : optimizer_instances(
+                       base, space, given, d, world / (tp * pp), world / (etp * ep * pp))) {
                 // Context parallel sizes last: they share one plan (the buffers are sharded
                 // over dp x cp = world / (tp x pp) whatever cp is).
                 for (std::int64_t cp : cps) {
                   // parallel_state.py, initialize_model_parallel: the world is tp x pp x cp x dp.
                   if (world % (tp * pp * cp) != 0) {
-                    refuse(fmt::format("the world ({}) is not divisible by tp x pp x cp = "
-                                       "{} x {} x {}", world, tp, pp, cp));
+                    refuse(
+                        fmt::format("the world ({}) is not divisible by tp x pp x cp = "
+                                    "{} x {} x {}",
+                                    world, tp, pp, cp));
                     continue;
                   }
                   // arguments.py:1335-1337
                   if (cp > 1 && seq % (2 * cp) != 0) {
-                    refuse(fmt::format("--seq-length {} is not a multiple of 2 x "
-                                       "--context-parallel-size {} (arguments.py:1336)",
-                                       seq, cp));
+                    refuse(
+                        fmt::format("--seq-length {} is not a multiple of 2 x "
+                                    "--context-parallel-size {} (arguments.py:1336)",
+                                    seq, cp));
                     continue;
                   }
                   out.push_back({tp, pp, vpp, cp, ep, etp, split, d, instances});
@@ -296,8 +298,7 @@ std::vector<ActivationChoice> activation_choices(const JobSpec& base, const Sear
 }
 
 std::vector<std::string> added_arguments(const LaunchShape& shape, const ActivationChoice& choice,
-                                         const SearchSpace& space,
-                                         const std::vector<bool>& given) {
+                                         const SearchSpace& space, const std::vector<bool>& given) {
   std::vector<std::string> out;
   const auto size = [&](D d, std::string_view name, std::int64_t value, std::int64_t fallback) {
     if (varies(space, given, d) && value != fallback) {
@@ -333,8 +334,8 @@ std::vector<std::string> added_arguments(const LaunchShape& shape, const Activat
   if (varies(space, given, D::distributed_optimizer) && shape.distributed_optimizer) {
     out.emplace_back("--use-distributed-optimizer");
   }
-  size(D::optimizer_instances, "--num-distributed-optimizer-instances",
-       shape.optimizer_instances, 1);
+  size(D::optimizer_instances, "--num-distributed-optimizer-instances", shape.optimizer_instances,
+       1);
   if (varies(space, given, D::sequence_parallel) && choice.sequence_parallel) {
     out.emplace_back("--sequence-parallel");
   }

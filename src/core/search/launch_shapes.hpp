@@ -58,8 +58,7 @@ std::vector<ActivationChoice> activation_choices(const JobSpec& base, const Sear
 /// The arguments `shape` and `choice` add to the user's line (only the dimensions that vary,
 /// and only values other than Megatron-LM's defaults).
 std::vector<std::string> added_arguments(const LaunchShape& shape, const ActivationChoice& choice,
-                                         const SearchSpace& space,
-                                         const std::vector<bool>& given);
+                                         const SearchSpace& space, const std::vector<bool>& given);
 
 /// For each SearchDimension, whether the user's line `args` sets it.
 Result<std::vector<bool>> dimensions_given(const std::vector<std::string>& args);

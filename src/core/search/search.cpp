@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <iterator>
 #include <map>
 #include <mutex>
-#include <iterator>
 #include <thread>
 
 #include "launch_shapes.hpp"
@@ -20,9 +20,17 @@ namespace {
 using search::ActivationChoice;
 using search::LaunchShape;
 
-constexpr std::array<std::string_view, kSearchDimensions> kDimensionNames{
-    "tp", "pp", "vpp", "cp", "ep", "etp", "split", "sequence-parallel", "recompute",
-    "distributed-optimizer", "optimizer-instances"};
+constexpr std::array<std::string_view, kSearchDimensions> kDimensionNames{"tp",
+                                                                          "pp",
+                                                                          "vpp",
+                                                                          "cp",
+                                                                          "ep",
+                                                                          "etp",
+                                                                          "split",
+                                                                          "sequence-parallel",
+                                                                          "recompute",
+                                                                          "distributed-optimizer",
+                                                                          "optimizer-instances"};
 
 /// A refusal's reason with its numbers as N, so that refusals for one reason count together.
 std::string reason_of(std::string_view message) {
@@ -50,8 +58,9 @@ struct ShapeOutcome {
 std::optional<std::string> moe_problem(const ModelSpec& model, std::int64_t tp,
                                        bool sequence_parallel) {
   if (model.moe.num_experts == 0 || tp == 1 || sequence_parallel) return std::nullopt;
-  return std::string("MoE layers under tensor parallelism need --sequence-parallel: "
-                     "training's first forward raises without it (moe_layer.py:636-640)");
+  return std::string(
+      "MoE layers under tensor parallelism need --sequence-parallel: "
+      "training's first forward raises without it (moe_layer.py:636-640)");
 }
 
 /// The start-up checks a plan does not make: Megatron-LM refuses these before step 1.
@@ -59,15 +68,17 @@ std::optional<std::string> start_up_problem(const JobSpec& job) {
   const ActivationOptions& a = job.activations;
   const std::int64_t per_step = a.micro_batch_size * job.dp;
   if (a.global_batch_size % per_step != 0) {
-    return fmt::format("--global-batch-size {} is not a multiple of micro batch x dp = {} x {} "
-                       "(num_microbatches_calculator.py:382)",
-                       a.global_batch_size, a.micro_batch_size, job.dp);
+    return fmt::format(
+        "--global-batch-size {} is not a multiple of micro batch x dp = {} x {} "
+        "(num_microbatches_calculator.py:382)",
+        a.global_batch_size, a.micro_batch_size, job.dp);
   }
   const std::int64_t m = a.global_batch_size / per_step;
   if (job.parallel.vpp > 1 && (m < job.parallel.pp || m % job.parallel.pp != 0)) {
-    return fmt::format("the interleaved schedule needs micro-batches ({}) to be a multiple of "
-                       "pp ({}) (schedules.py:1160-1179)",
-                       m, job.parallel.pp);
+    return fmt::format(
+        "the interleaved schedule needs micro-batches ({}) to be a multiple of "
+        "pp ({}) (schedules.py:1160-1179)",
+        m, job.parallel.pp);
   }
   return std::nullopt;
 }
@@ -162,8 +173,7 @@ class Searcher {
 
   /// Of one shape's candidates from `first` on: drops those that recompute more than another
   /// with the same sequence parallelism for no smaller peak (they only cost compute).
-  static void drop_needless_recompute(std::vector<SearchCandidate>& candidates,
-                                      std::size_t first) {
+  static void drop_needless_recompute(std::vector<SearchCandidate>& candidates, std::size_t first) {
     const auto needless = [&](const SearchCandidate& c) {
       for (std::size_t i = first; i < candidates.size(); ++i) {
         const SearchCandidate& o = candidates[i];
@@ -190,8 +200,8 @@ class Searcher {
 /// Runs `work` on each index in [0, n) over `threads` threads, reporting progress and
 /// stopping early from the calling thread.
 template <typename Work>
-std::int64_t run_all(std::int64_t n, int threads, const Work& work,
-                     const SearchProgress& progress, const std::atomic<bool>* stop) {
+std::int64_t run_all(std::int64_t n, int threads, const Work& work, const SearchProgress& progress,
+                     const std::atomic<bool>* stop) {
   std::atomic<std::int64_t> next{0};
   std::atomic<std::int64_t> done{0};
   std::atomic<bool> halt{false};
@@ -268,7 +278,8 @@ Result<SearchResult> search_launches(const SearchRequest& request, const SearchP
       n, request.threads,
       [&](std::int64_t i) {
         const std::size_t u = static_cast<std::size_t>(i);
-        outcomes[u] = searcher.evaluate(&shapes[unit_starts[u]], unit_starts[u + 1] - unit_starts[u]);
+        outcomes[u] =
+            searcher.evaluate(&shapes[unit_starts[u]], unit_starts[u + 1] - unit_starts[u]);
       },
       progress, stop);
 
@@ -289,8 +300,9 @@ Result<SearchResult> search_launches(const SearchRequest& request, const SearchP
     r.reason = reason;
     result.rejected.push_back(std::move(r));
   }
-  std::stable_sort(result.rejected.begin(), result.rejected.end(),
-                   [](const RejectedReason& a, const RejectedReason& b) { return a.count > b.count; });
+  std::stable_sort(
+      result.rejected.begin(), result.rejected.end(),
+      [](const RejectedReason& a, const RejectedReason& b) { return a.count > b.count; });
   return result;
 }
 
@@ -306,14 +318,18 @@ bool fits(const SearchCandidate& candidate, std::int64_t gpu_bytes, std::int64_t
   return candidate.heaviest.peak_bytes <= gpu_bytes - headroom;
 }
 
-void rank_candidates(std::vector<SearchCandidate>& candidates, std::optional<std::int64_t> gpu_bytes,
-                     std::int64_t headroom, RankBy rank_by) {
+void rank_candidates(std::vector<SearchCandidate>& candidates,
+                     std::optional<std::int64_t> gpu_bytes, std::int64_t headroom, RankBy rank_by) {
   const auto key = [&](const SearchCandidate& c) {
     switch (rank_by) {
-      case RankBy::memory: return static_cast<double>(c.heaviest.peak_bytes);
-      case RankBy::traffic: return static_cast<double>(c.step.traffic.total());
-      case RankBy::bubble: return c.step.bubble_fraction;
-      case RankBy::time: break;
+      case RankBy::memory:
+        return static_cast<double>(c.heaviest.peak_bytes);
+      case RankBy::traffic:
+        return static_cast<double>(c.step.traffic.total());
+      case RankBy::bubble:
+        return c.step.bubble_fraction;
+      case RankBy::time:
+        break;
     }
     return c.step.step_seconds();
   };

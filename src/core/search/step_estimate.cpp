@@ -16,8 +16,8 @@ namespace {
 /// Per-rank bytes of a ring collective of `bytes` over `ranks`: (ranks - 1) / ranks of it for
 /// an all-gather, a reduce-scatter or an all-to-all; `passes` of them.
 double ring_bytes(double bytes, std::int64_t ranks, double passes) {
-  return ranks <= 1 ? 0 : passes * bytes * static_cast<double>(ranks - 1) /
-                                  static_cast<double>(ranks);
+  return ranks <= 1 ? 0
+                    : passes * bytes * static_cast<double>(ranks - 1) / static_cast<double>(ranks);
 }
 
 /// The layers one stage's chunks hold (decoder and multi-token prediction layers).
@@ -38,8 +38,8 @@ double kv_elements(const JobSpec& job, const LayerSpec& layer) {
   const double tp = static_cast<double>(job.parallel.tp);
   if (m.mla) {
     const double heads = static_cast<double>(m.attention_heads(layer)) / tp;
-    return heads * static_cast<double>(m.mla->qk_head_dim + m.mla->qk_pos_emb_head_dim +
-                                       m.mla->v_head_dim);
+    return heads *
+           static_cast<double>(m.mla->qk_head_dim + m.mla->qk_pos_emb_head_dim + m.mla->v_head_dim);
   }
   const double groups = std::max(1.0, static_cast<double>(m.query_groups(layer)) / tp);
   return 2 * groups * static_cast<double>(m.head_dim(layer));
@@ -89,8 +89,8 @@ Result<StepEstimate> estimate_step(const JobSpec& job, const JobPlan& plan,
   const double m = static_cast<double>(microbatches_per_step(job));
   const double sp_tp = a.sequence_parallel ? static_cast<double>(p.tp) : 1.0;
   // Tokens of one micro-batch on one context-parallel rank; activations in the params' dtype.
-  const double tokens = static_cast<double>(a.seq_length * a.micro_batch_size) /
-                        static_cast<double>(p.cp);
+  const double tokens =
+      static_cast<double>(a.seq_length * a.micro_batch_size) / static_cast<double>(p.cp);
   const double act_bytes = job.param_dtype == DType::float32 ? 4 : 2;
   const double hidden = static_cast<double>(job.model.hidden_size) * tokens * act_bytes;
   // Forward passes per micro-batch: full recompute runs each layer's forward twice.
@@ -108,13 +108,13 @@ Result<StepEstimate> estimate_step(const JobSpec& job, const JobPlan& plan,
         // With several distributed optimizer instances, each rank's shard of the grads is
         // all-reduced across them after the reduce-scatter (param_and_grad_buffer.py:734-760).
         const std::int64_t shards = c.layout.buffers[i].num_shards.value_or(1);
-        const double across = ring_bytes(
-            static_cast<double>(b.bytes_per_rank.grads) / static_cast<double>(shards),
-            job.optimizer_instances, 2);
+        const double across =
+            ring_bytes(static_cast<double>(b.bytes_per_rank.grads) / static_cast<double>(shards),
+                       job.optimizer_instances, 2);
         const double sent = static_cast<double>(b.traffic.sent_bytes) + across;
         t.data_parallel += saturated(sent);
-        const std::int64_t span = b.key.expert_parallel ? job.world_size / p.pp
-                                                        : p.tp * p.cp * job.dp;
+        const std::int64_t span =
+            b.key.expert_parallel ? job.world_size / p.pp : p.tp * p.cp * job.dp;
         comm += seconds(sent, link(span));
       }
     }

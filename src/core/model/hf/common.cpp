@@ -132,9 +132,8 @@ void read_sparse_step_moe_layers(Config& c, ModelSpec& m) {
 }
 
 void read_mtp_layers(Config& c, ModelSpec& m) {
-  m.mtp_num_layers = c.has("mtp_num_hidden_layers")
-                         ? c.integer("mtp_num_hidden_layers", 0)
-                         : c.integer("num_nextn_predict_layers", 0, 0);
+  m.mtp_num_layers = c.has("mtp_num_hidden_layers") ? c.integer("mtp_num_hidden_layers", 0)
+                                                    : c.integer("num_nextn_predict_layers", 0, 0);
 }
 
 void note_expert_bias(ModelSpec& m, Notes& notes, std::string_view name) {

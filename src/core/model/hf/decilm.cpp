@@ -85,8 +85,8 @@ void map_decilm(Config& c, ModelSpec& m, Notes& notes) {
   if (!reader.is_array(*blocks, path)) return;
   const simdjson::dom::array list(*blocks);
   if (list.size() != m.layers.size()) {
-    c.fail("block_configs", fmt::format("has {} blocks, and num_hidden_layers is {}",
-                                        list.size(), m.layers.size()));
+    c.fail("block_configs",
+           fmt::format("has {} blocks, and num_hidden_layers is {}", list.size(), m.layers.size()));
     return;
   }
   BlockReader read(reader);

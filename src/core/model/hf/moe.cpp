@@ -54,16 +54,17 @@ void map_glm_moe_dsa(Config& c, ModelSpec& m, Notes& notes) {
   if (c.has("qk_head_dim")) {
     const std::int64_t qk = c.integer("qk_head_dim");
     if (qk <= m.mla->qk_head_dim) {
-      c.fail("qk_head_dim", fmt::format("is {}, not above qk_nope_head_dim {}", qk,
-                                        m.mla->qk_head_dim));
+      c.fail("qk_head_dim",
+             fmt::format("is {}, not above qk_nope_head_dim {}", qk, m.mla->qk_head_dim));
       return;
     }
     m.mla->qk_pos_emb_head_dim = qk - m.mla->qk_head_dim;
   }
   if (m.mtp_num_layers > 0) {
-    notes.push_back(fmt::format("num_nextn_predict_layers {}: Megatron-Bridge's GLM-5 bridge "
-                                "builds no multi-token prediction layers",
-                                m.mtp_num_layers));
+    notes.push_back(
+        fmt::format("num_nextn_predict_layers {}: Megatron-Bridge's GLM-5 bridge "
+                    "builds no multi-token prediction layers",
+                    m.mtp_num_layers));
     m.mtp_num_layers = 0;
   }
   DsaSpec dsa;
@@ -88,10 +89,10 @@ void map_glm_moe_dsa(Config& c, ModelSpec& m, Notes& notes) {
   std::int64_t shared = 0;
   for (const std::string& type : c.strings("indexer_types")) shared += type == "shared" ? 1 : 0;
   if (shared > 0 && freq == 1) {
-    notes.push_back(fmt::format(
-        "indexer_types: {} layers share another's indexer in the checkpoint, and "
-        "Megatron-Bridge builds an indexer on every layer (index_topk_freq 1)",
-        shared));
+    notes.push_back(
+        fmt::format("indexer_types: {} layers share another's indexer in the checkpoint, and "
+                    "Megatron-Bridge builds an indexer on every layer (index_topk_freq 1)",
+                    shared));
   }
   note_expert_bias(m, notes);
 }

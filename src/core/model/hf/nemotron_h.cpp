@@ -61,8 +61,9 @@ void map_nemotron_h(Config& c, ModelSpec& m, Notes& notes) {
   m.ffn_hidden_size = c.integer("intermediate_size");
   read_biases(c, m, notes);
   if (c.boolean("use_bias", false)) {
-    c.fail("use_bias", "biases Mamba's in_proj and out_proj, which Megatron-LM's Mamba mixer "
-                       "never has");
+    c.fail("use_bias",
+           "biases Mamba's in_proj and out_proj, which Megatron-LM's Mamba mixer "
+           "never has");
     return;
   }
   if (!c.boolean("use_conv_bias", true)) {
@@ -70,8 +71,8 @@ void map_nemotron_h(Config& c, ModelSpec& m, Notes& notes) {
     return;
   }
   if (const std::int64_t kernel = c.integer("conv_kernel", 4, 1); kernel != 4) {
-    c.fail("conv_kernel", fmt::format("is {}, and Megatron-LM's Mamba mixer convolves over 4",
-                                      kernel));
+    c.fail("conv_kernel",
+           fmt::format("is {}, and Megatron-LM's Mamba mixer convolves over 4", kernel));
     return;
   }
   MambaSpec& mamba = m.mamba;
@@ -108,8 +109,9 @@ void map_nemotron_h(Config& c, ModelSpec& m, Notes& notes) {
     m.moe.shared_expert_size = c.integer("moe_shared_expert_intermediate_size", 0, 0);
     m.moe.latent_size = c.integer("moe_latent_size", 0, 1);
     if (c.integer("n_shared_experts", 1, 0) > 1) {
-      c.fail("n_shared_experts", "above 1 is not understood (Megatron-Bridge reads "
-                                 "moe_shared_expert_intermediate_size alone)");
+      c.fail("n_shared_experts",
+             "above 1 is not understood (Megatron-Bridge reads "
+             "moe_shared_expert_intermediate_size alone)");
       return;
     }
     note_expert_bias(m, notes);

@@ -41,9 +41,10 @@ void map_mimo(Config& c, ModelSpec& m, Notes& notes) {
   if (!c.boolean("attention_bias", true)) {
     const std::int64_t qkv = (m.num_attention_heads + 2 * m.query_groups(LayerSpec{})) *
                              m.head_dim() * (m.num_layers() + m.mtp_num_layers);
-    notes.push_back(fmt::format("attention_bias false: Megatron-Bridge biases linear_qkv "
-                                "regardless, {} elements the checkpoint does not have",
-                                qkv));
+    notes.push_back(
+        fmt::format("attention_bias false: Megatron-Bridge biases linear_qkv "
+                    "regardless, {} elements the checkpoint does not have",
+                    qkv));
   }
 }
 
@@ -92,8 +93,8 @@ void read_gated_delta_net_layers(Config& c, ModelSpec& m, Notes& notes) {
   const std::vector<std::string> types = c.strings("layer_types");
   if (!types.empty()) {
     if (types.size() != m.layers.size()) {
-      c.fail("layer_types", fmt::format("has {} entries, and num_hidden_layers is {}",
-                                        types.size(), m.layers.size()));
+      c.fail("layer_types", fmt::format("has {} entries, and num_hidden_layers is {}", types.size(),
+                                        m.layers.size()));
       return;
     }
     for (std::size_t i = 0; i < types.size(); ++i) {
