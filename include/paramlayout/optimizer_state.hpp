@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -44,6 +45,23 @@ struct OptimizerOptions {
 /// The optimizer that updates one param.
 enum class ParamOptimizer : std::uint8_t { adam, sgd, lion, muon, adaptive_muon, soap };
 std::string_view to_string(ParamOptimizer optimizer);
+
+/// One --optimizer choice of Megatron-LM (arguments.py's choices; emerging_optimizers.py's
+/// registry for the emerging ones).
+struct OptimizerKind {
+  std::string_view name;      ///< as --optimizer spells it
+  std::string_view reads_as;  ///< the optimizer it is (dist_muon is muon, arguments.py:1727)
+  bool distributed;           ///< implies --use-distributed-optimizer (dist_muon)
+  bool emerging;              ///< an emerging optimizer: the layer-wise layout, no --fp16
+  bool muon;                  ///< Muon's family: --muon-scalar-optimizer for the rest
+  ParamOptimizer matrices;    ///< what its 2-D params other than embeddings take
+};
+
+/// Every --optimizer choice, in Megatron-LM's order.
+std::span<const OptimizerKind> optimizer_kinds();
+
+/// The --optimizer choice named `name`, or nullptr.
+const OptimizerKind *find_optimizer(std::string_view name);
 
 /// Which optimizer Megatron-LM gives `param`: Adam or SGD as asked; under an
 /// emerging optimizer, the emerging one for 2-D params other than embeddings

@@ -86,10 +86,9 @@ void read_optimizer_state(ArgMap& a, JobSpec& job, const std::string& optimizer,
   } else {
     a.has("--optimizer-offload-fraction");
   }
-  if (optimizer == "muon" || optimizer == "dist_muon" || optimizer == "adaptive_muon") {
-    o.scalar_optimizer = a.string("--muon-scalar-optimizer").value_or("adam");
-  }
-  if (optimizer == "dist_muon") o.name = "muon";  // arguments.py:1727-1733
+  const OptimizerKind* kind = find_optimizer(optimizer);
+  if (kind->muon) o.scalar_optimizer = a.string("--muon-scalar-optimizer").value_or("adam");
+  o.name = kind->reads_as;
 }
 
 }  // namespace
@@ -100,15 +99,17 @@ void read_optimizer_args(ArgMap& a, JobSpec& job) {
   if (bf16 && fp16) a.fail("--fp16", "cannot be combined with --bf16");
   job.param_dtype = bf16 ? DType::bfloat16 : fp16 ? DType::float16 : DType::float32;
   const std::string optimizer = a.string("--optimizer").value_or("adam");
-  static const std::vector<std::string_view> kKnown = {"adam", "sgd",  "muon",         "dist_muon",
-                                                       "lion", "soap", "adaptive_muon"};
-  if (std::find(kKnown.begin(), kKnown.end(), std::string_view(optimizer)) == kKnown.end()) {
+  const OptimizerKind* kind = find_optimizer(optimizer);
+  if (kind == nullptr) {
+    std::vector<std::string_view> names;
+    for (const OptimizerKind& k : optimizer_kinds()) names.push_back(k.name);
     a.fail("--optimizer",
-           fmt::format("expected one of {}, got '{}'", fmt::join(kKnown, ", "), optimizer));
+           fmt::format("expected one of {}, got '{}'", fmt::join(names, ", "), optimizer));
+    return;
   }
-  const bool emerging = optimizer != "adam" && optimizer != "sgd";
+  const bool emerging = kind->emerging;
   if (emerging && fp16) a.fail("--optimizer", fmt::format("{} does not support --fp16", optimizer));
-  const bool distributed = a.flag("--use-distributed-optimizer") || optimizer == "dist_muon";
+  const bool distributed = a.flag("--use-distributed-optimizer") || kind->distributed;
   const bool layerwise_layout = !a.flag("--no-use-layer-wise-param-layout");
   job.strategy = !distributed                   ? Strategy::unpadded
                  : emerging && layerwise_layout ? Strategy::layerwise

@@ -16,10 +16,6 @@ bool sixteen_bit(DType d) {
 /// --bf16: arguments.py validate_args).
 DType nominal(DType d) { return d == DType::uint8 ? DType::bfloat16 : d; }
 
-bool muon_family(const std::string &name) {
-  return name == "muon" || name == "dist_muon" || name == "adaptive_muon";
-}
-
 /// TE's FusedAdam takes the grads as they are (`decoupled_grad`) unless
 /// Megatron-LM keeps the float32 main params itself
 /// (optimizer_config.py:407-414).
@@ -29,6 +25,28 @@ bool te_reads_grads(const OptimizerOptions &o, DType param_dtype) {
 }
 
 }  // namespace
+
+std::span<const OptimizerKind> optimizer_kinds() {
+  using P = ParamOptimizer;
+  static constexpr OptimizerKind kKinds[] = {
+      // name, reads as, distributed, emerging, muon, matrices
+      {"adam", "adam", false, false, false, P::adam},
+      {"sgd", "sgd", false, false, false, P::sgd},
+      {"muon", "muon", false, true, true, P::muon},
+      {"dist_muon", "muon", true, true, true, P::muon},
+      {"lion", "lion", false, true, false, P::lion},
+      {"soap", "soap", false, true, false, P::soap},
+      {"adaptive_muon", "adaptive_muon", false, true, true, P::adaptive_muon},
+  };
+  return kKinds;
+}
+
+const OptimizerKind *find_optimizer(std::string_view name) {
+  for (const OptimizerKind &k : optimizer_kinds()) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
 
 std::string_view to_string(ParamOptimizer optimizer) {
   switch (optimizer) {
@@ -49,22 +67,19 @@ std::string_view to_string(ParamOptimizer optimizer) {
 }
 
 ParamOptimizer param_optimizer(const OptimizerOptions &o, const Param &p) {
-  if (o.name == "sgd") return ParamOptimizer::sgd;
-  if (o.name == "adam") return ParamOptimizer::adam;
+  const OptimizerKind *kind = find_optimizer(o.name);
+  if (kind == nullptr || !kind->emerging) return kind ? kind->matrices : ParamOptimizer::adam;
   // emerging_optimizers.py:140-147 (_is_nonlinear_or_embedding,
   // _is_muon_excluded): the registry's default override sends embeddings, the
   // output layer and every param that is not 2-D to Adam (:93-100); Muon's also
   // those marked use_muon=False (:584-603), and Muon's fallback is
   // --muon-scalar-optimizer (__init__.py:805-814).
   const bool matrix = p.shape.size() == 2 && !p.embedding_or_output;
-  if (muon_family(o.name)) {
-    if (matrix && p.use_muon) {
-      return o.name == "adaptive_muon" ? ParamOptimizer::adaptive_muon : ParamOptimizer::muon;
-    }
+  if (kind->muon) {
+    if (matrix && p.use_muon) return kind->matrices;
     return o.scalar_optimizer == "lion" ? ParamOptimizer::lion : ParamOptimizer::adam;
   }
-  if (!matrix) return ParamOptimizer::adam;
-  return o.name == "soap" ? ParamOptimizer::soap : ParamOptimizer::lion;
+  return matrix ? kind->matrices : ParamOptimizer::adam;
 }
 
 OptimizerStateBytes optimizer_state_bytes(const OptimizerOptions &o, ParamOptimizer optimizer,
@@ -240,8 +255,9 @@ std::string describe_optimizer_state(const OptimizerOptions &o, DType param_dtyp
         o.offload_fraction, o.offload_fraction * 100, on_gpu);
   }
   const StateHolder holder = o.distributed ? StateHolder::distributed : StateHolder::whole_params;
-  if (o.name == "adam" || o.name == "sgd") {
-    const ParamOptimizer optimizer = o.name == "sgd" ? ParamOptimizer::sgd : ParamOptimizer::adam;
+  const OptimizerKind *kind = find_optimizer(o.name);
+  if (kind == nullptr || !kind->emerging) {
+    const ParamOptimizer optimizer = kind ? kind->matrices : ParamOptimizer::adam;
     return describe_per_element(o, optimizer, holder, param_dtype, grad_dtype);
   }
   Param matrix;
@@ -251,8 +267,8 @@ std::string describe_optimizer_state(const OptimizerOptions &o, DType param_dtyp
   const ParamOptimizer main = param_optimizer(o, matrix);
   const ParamOptimizer scalar = param_optimizer(o, vector);
   const std::string_view excluded =
-      muon_family(o.name) ? "embeddings, output layer, params not 2-D or marked use_muon=False"
-                          : "embeddings, output layer, params not 2-D";
+      kind->muon ? "embeddings, output layer, params not 2-D or marked use_muon=False"
+                 : "embeddings, output layer, params not 2-D";
   return fmt::format(
       "{} for matrices: {}; {} for the rest ({}): {}", to_string(main),
       describe_per_element(o, main, StateHolder::whole_params, param_dtype, grad_dtype),
