@@ -222,14 +222,31 @@ Result<void> make_output_directory(const std::string& dir) {
                                       : "not a directory")};
 }
 
-void print_error(const Error& error) {
+namespace {
+
+/// `paramlayout: <kind>: <message>` on stderr, the kind in COLOR on a terminal.
+void print_message(std::string_view kind, fmt::terminal_color color, std::string_view message) {
   if (use_color(stderr)) {
     fmt::print(stderr, "paramlayout: {} {}\n",
-               fmt::styled("error:", fmt::emphasis::bold | fmt::fg(fmt::terminal_color::red)),
-               error.message);
+               fmt::styled(fmt::format("{}:", kind), fmt::emphasis::bold | fmt::fg(color)),
+               message);
   } else {
-    fmt::print(stderr, "paramlayout: error: {}\n", error.message);
+    fmt::print(stderr, "paramlayout: {}: {}\n", kind, message);
   }
+}
+
+}  // namespace
+
+void print_error(const Error& error) {
+  print_message("error", fmt::terminal_color::red, error.message);
+}
+
+void print_warning(std::string_view message) {
+  print_message("warning", fmt::terminal_color::yellow, message);
+}
+
+void print_note(std::string_view message) {
+  print_message("note", fmt::terminal_color::cyan, message);
 }
 
 bool is_terminal(std::FILE* stream) { return ::isatty(::fileno(stream)) != 0; }

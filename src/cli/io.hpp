@@ -49,6 +49,13 @@ Result<void> make_output_directory(const std::string& dir);
 /// Prints `paramlayout: error: <message>` on stderr.
 void print_error(const Error& error);
 
+/// Prints `paramlayout: warning: <message>` on stderr: the command goes on, but the user
+/// should look (a plan far off the others, a directory kept).
+void print_warning(std::string_view message);
+
+/// Prints `paramlayout: note: <message>` on stderr: something the user may not expect.
+void print_note(std::string_view message);
+
 /// True when `stream` is a terminal (for progress lines).
 bool is_terminal(std::FILE* stream);
 

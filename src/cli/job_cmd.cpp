@@ -118,7 +118,7 @@ Result<ExitCode> run_job(const JobCommand& command) {
   const JobPlan& plan = planned->plan;
   if (input->recorded_in) {
     for (const std::string& change : changed_files(input->launch, planned->files)) {
-      fmt::print(stderr, "paramlayout: note: {}\n", change);
+      print_note(change);
     }
   }
   // The table's figures before any file is written: a job is written whole with its summary.

@@ -165,10 +165,9 @@ void remove_leftovers(const Place& place) {
     if (holds_only_job_files(path)) {
       fs::remove_all(path, ignored);
     } else {
-      fmt::print(stderr,
-                 "paramlayout: warning: {}: left by an interrupted run, kept: it holds files "
-                 "that are not a job's\n",
-                 excerpt(path));
+      print_warning(
+          fmt::format("{}: left by an interrupted run, kept: it holds files that are not a job's",
+                      excerpt(path)));
     }
   }
 }

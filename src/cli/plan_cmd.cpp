@@ -175,20 +175,19 @@ void warn_about_job_differences(const PlanCommand& command, const PlannedChunk& 
     const std::string should = ranks % group == 0
                                    ? fmt::format("dp x tp / (ep x etp) = {}", ranks / group)
                                    : std::string("fewer");
-    fmt::print(stderr,
-               "paramlayout: warning: {}: its experts are split over ep {} (etp {}), so "
-               "Megatron-LM shards their buffers over {} ranks, not dp {}; pass --expert-dp "
-               "or plan the whole job with paramlayout job\n",
-               name, parallel->ep, parallel->etp, should, o.dp);
+    print_warning(fmt::format(
+        "{}: its experts are split over ep {} (etp {}), so Megatron-LM shards their buffers "
+        "over {} ranks, not dp {}; pass --expert-dp or plan the whole job with paramlayout job",
+        name, parallel->ep, parallel->etp, should, o.dp));
   }
   const bool bf16 = std::any_of(c.manifest.params.begin(), c.manifest.params.end(),
                                 [](const Param& p) { return p.dtype == DType::bfloat16; });
   if (bf16 && !o.grad_reduce_in_fp32) {
-    fmt::print(stderr,
-               "paramlayout: note: {}: bfloat16 grad buffers; a Megatron-LM job with --bf16 "
-               "reduces grads in float32 unless it passes --grad-reduce-in-bf16 (plan with "
-               "--grad-reduce-in-fp32 to see that job's buffers)\n",
-               name);
+    print_note(fmt::format(
+        "{}: bfloat16 grad buffers; a Megatron-LM job with --bf16 reduces grads in float32 "
+        "unless it passes --grad-reduce-in-bf16 (plan with --grad-reduce-in-fp32 to see that "
+        "job's buffers)",
+        name));
   }
 }
 

@@ -2,12 +2,13 @@
 
 #include <fmt/format.h>
 
-#include "paramlayout/alternatives.hpp"
-
 #include <algorithm>
 #include <array>
 #include <limits>
 #include <map>
+
+#include "io.hpp"
+#include "paramlayout/alternatives.hpp"
 
 namespace paramlayout::cli {
 namespace {
@@ -119,11 +120,10 @@ void warn_if_far_off(const std::string& name, const Manifest& manifest, const La
     return fmt::format("{:.2f}% padding, {} per rank", f.padding_percent(),
                        bytes_text(f.bytes_per_rank.total()));
   };
-  fmt::print(stderr,
-             "paramlayout: warning: {}: layerwise at dp {} pads {:.2f}% of its buffers "
-             "and needs {} per rank, far more than other plans of it\n",
-             name, layout.options.dp, stats.padding_percent(),
-             bytes_text(stats.bytes_per_rank.total()));
+  print_warning(fmt::format(
+      "{}: layerwise at dp {} pads {:.2f}% of its buffers and needs {} per rank, far more "
+      "than other plans of it",
+      name, layout.options.dp, stats.padding_percent(), bytes_text(stats.bytes_per_rank.total())));
   if (advice->largest_param) {
     fmt::print(stderr,
                "  why: a rank's shard of a bucket holds whole matrices, and \"{}\" has {} "

@@ -80,7 +80,7 @@ Result<ExitCode> run_verify_layout(const VerifyCommand& command, ProcessGroup& g
     return kExitBadInput;
   }
   if (!speaks) return report->ok() ? kExitOk : kExitWrong;
-  for (const std::string& note : report->notes) fmt::print(stderr, "paramlayout: note: {}\n", note);
+  for (const std::string& note : report->notes) print_note(note);
   if (!command.report.empty()) {
     if (Result<void> written = write_output(command.report, verify_report_json(*report, layout));
         !written) {

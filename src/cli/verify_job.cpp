@@ -205,9 +205,7 @@ Result<ExitCode> run_verify_job(const VerifyCommand& command, ProcessGroup& grou
 
   const std::string& name = job->job.json_path;
   for (const ChunkVerifyReport& c : reports) {
-    for (const std::string& note : c.report.notes) {
-      fmt::print(stderr, "paramlayout: note: {}\n", note);
-    }
+    for (const std::string& note : c.report.notes) print_note(note);
   }
   if (!command.report.empty()) {
     if (Result<void> written = write_output(command.report, verify_job_report_json(name, reports));
