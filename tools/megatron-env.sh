@@ -52,10 +52,12 @@ pins=(
 # Installed on top of a prepared environment (their own marker, so adding one does not rebuild
 # the rest): emerging_optimizers 0.3.0, the version Megatron-LM's pyproject.toml pins (git tag
 # v0.3.0, the same release as on PyPI), whose Muon, Lion, SOAP and adaptive Muon Megatron-LM
-# builds; absl-py, which it imports.
+# builds; absl-py, which it imports; tiktoken 0.14.0 (2026-08-17), the release before the
+# Megatron-LM commit of a package its pyproject.toml lists, which its TikTokenizer imports.
 addon_pins=(
   emerging-optimizers==0.3.0
   absl-py
+  tiktoken==0.14.0
 )
 # Built from their source distributions against the torch above, without CUDA.
 source_pins=(

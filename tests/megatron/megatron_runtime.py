@@ -162,9 +162,34 @@ def _learning_options():
         argparse.ArgumentParser.parse_args = original
 
 
+# The files each tokenizer type reads (build_tokenizer.py:36-80), by the dests that name them.
+TOKENIZER_FILES = {
+    "GPT2BPETokenizer": ("vocab_file", "merge_file"),
+    "SentencePieceTokenizer": ("tokenizer_model",),
+    "GPTSentencePieceTokenizer": ("tokenizer_model",),
+    "Llama2Tokenizer": ("tokenizer_model",),
+    "HuggingFaceTokenizer": ("tokenizer_model",),
+    "TikTokenizer": ("tokenizer_model",),
+    "NullTokenizer": (),
+}
+
+
+def tokenizer_files_here(args):
+    """Whether Megatron-LM's build_tokenizer can read the line's tokenizer on this machine:
+    a type it builds from files that all exist here, or NullTokenizer with --vocab-size."""
+    kind = getattr(args, "tokenizer_type", None)
+    if kind not in TOKENIZER_FILES:
+        return False
+    if kind == "NullTokenizer":
+        return bool(args.vocab_size)
+    paths = [getattr(args, dest, None) for dest in TOKENIZER_FILES[kind]]
+    return all(p and os.path.exists(p) for p in paths)
+
+
 def read_arguments(argv, world_size, model_arguments=None):
-    """Megatron-LM's own parse_args and validate_args on ARGV at WORLD_SIZE; the tokenizer's
-    vocab padding as build_tokenizer does it (--vocab-size is taken as the tokenizer's size).
+    """Megatron-LM's own parse_args and validate_args on ARGV at WORLD_SIZE, then its own
+    build_tokenizer where the line's tokenizer needs no file or its files are here (offline);
+    otherwise --vocab-size is taken as the tokenizer's size, padded as build_tokenizer pads it.
     MODEL_ARGUMENTS(args, given), where given, sets the model's arguments on the parsed line
     before it is validated (GIVEN: the dests the line set)."""
     from megatron.training import arguments, global_vars
@@ -187,6 +212,10 @@ def read_arguments(argv, world_size, model_arguments=None):
                 model_arguments(args, {k for k, v in vars(args).items()
                                        if k not in defaults or defaults[k] != v})
         arguments.validate_args(args, {"tokenizer_type": "GPT2BPETokenizer"})
+        if tokenizer_files_here(args):
+            from megatron.core.tokenizers.utils.build_tokenizer import build_tokenizer
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            build_tokenizer(args)
     except SystemExit as e:
         printed = parser_error.getvalue().strip()
         sys.stderr.write(printed + "\n")

@@ -3,7 +3,13 @@
 runs the real binary (first argument), then, in the `job -o DIR` output, makes the first
 param of the first manifest float32 and moves the first param of the last layout's first
 buffer to the next param index; where the binary refuses the line, its reason is replaced by
-one about another argument. The judge must report each and exit 1."""
+one about another argument. The judge must report each and exit 1.
+
+    planted_paramlayout.py BINARY ARGS...
+    planted_paramlayout.py BINARY --read-tokenizer-from PATH ARGS...
+
+With --read-tokenizer-from, only that is changed: paramlayout reads the tokenizer at PATH in
+place of the line's --tokenizer-model (Megatron-LM reads the line's)."""
 import glob
 import json
 import subprocess
@@ -12,6 +18,10 @@ import sys
 
 def main():
     binary, args = sys.argv[1], sys.argv[2:]
+    if args[:1] == ["--read-tokenizer-from"]:
+        path, args = args[1], args[2:]
+        args[args.index("--tokenizer-model") + 1] = path
+        return subprocess.run([binary] + args).returncode
     result = subprocess.run([binary] + args, stderr=subprocess.PIPE, text=True)
     rc = result.returncode
     if rc != 2:

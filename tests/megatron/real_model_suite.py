@@ -62,12 +62,14 @@ def judge_binary(doc, script):
     return str(Path(sys.argv[1]).resolve())
 
 
-def write_planted_binary(binary):
-    """An executable that runs planted_paramlayout.py on BINARY (the judge runs one program)."""
+def write_planted_binary(binary, *options):
+    """An executable that runs planted_paramlayout.py on BINARY with OPTIONS (the judge runs
+    one program)."""
+    import shlex
     import tempfile
     path = Path(tempfile.mkdtemp(prefix="real-model-planted-")) / "paramlayout"
-    path.write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'planted_paramlayout.py'} "
-                    f"{Path(binary).resolve()} \"$@\"\n")
+    words = [sys.executable, str(HERE / "planted_paramlayout.py"), str(Path(binary).resolve())]
+    path.write_text(f"#!/bin/sh\nexec {shlex.join(words + list(options))} \"$@\"\n")
     path.chmod(0o755)
     return str(path)
 
@@ -97,8 +99,13 @@ def main():
 
     sys.path.insert(0, str(HERE))
     import megatron_runtime as runtime
+    import tempfile
+
     import real_model
     import real_model_cases as cases
+    import tokenizer_files
+
+    tokenizer_folder = tempfile.TemporaryDirectory(prefix="real-model-tokenizers-")
 
     chosen = []
     if opts.sample:
@@ -115,6 +122,12 @@ def main():
         # `check --against-log` must name each change to a start-up log (LOG_MUTATIONS).
         world, line, _ = cases.LOG_MUTATION_CASE
         chosen.append((world, line, 0, True, "log-mutations"))
+        # Tokenizer files Megatron-LM's build_tokenizer reads; then paramlayout reading another
+        # tokenizer than the line's must be caught.
+        tokenizers = tokenizer_files.cases(tokenizer_folder.name)
+        chosen += [(w, line, rc, True, None) for w, line, rc in tokenizers]
+        world, line, _ = tokenizers[0]
+        chosen.append((world, line, 1, True, "planted-tokenizer"))
     if opts.known:
         chosen += [(w, line, rc, True, None) for w, line, rc in cases.KNOWN_DIFFERENCES]
     if opts.random:
@@ -130,10 +143,14 @@ def main():
     refusals = uncompared = 0
     started = time.monotonic()
     planted = write_planted_binary(opts.binary)
+    planted_tokenizer = write_planted_binary(
+        opts.binary, "--read-tokenizer-from", tokenizer_files.other_tokenizer(tokenizer_folder.name))
     for n, (world, line, expected, strict, config) in enumerate(chosen, 1):
         binary = opts.binary
         if config == "planted":
             binary, config = planted, None
+        if config == "planted-tokenizer":
+            binary, config = planted_tokenizer, None
         log_mutations = config == "log-mutations"
         if log_mutations:
             config = None

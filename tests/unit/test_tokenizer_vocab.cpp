@@ -98,6 +98,44 @@ TEST_SUITE("job-tokenizer") {
     CHECK_FALSE(sentencepiece_vocab_size("not a model", "m", {}));
   }
 
+  TEST_CASE("a tokenizer folder's configs add the special tokens transformers adds") {
+    const std::string tokenizer = R"({"model": {"vocab": {"a": 0, "<s>": 1}}})";
+    const auto size = [&](std::map<std::string, std::string> files) {
+      files["dir/tokenizer.json"] = tokenizer;
+      return expect_ok(with_files(
+                           {"--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", "dir"},
+                           files))
+          .model.vocab_size;
+    };
+    CHECK(size({}) == 2);
+    // model_max_length as transformers writes it: 1e30, past any 64-bit integer.
+    CHECK(size({{"dir/tokenizer_config.json",
+                 R"({"model_max_length": 1000000000000000019884624838656, "bos_token": "<s>",
+                     "pad_token": {"content": "<pad>"}, "image_token": "<img>",
+                     "add_bos_token": true, "added_tokens_decoder": {"9": {"content": "<d>"}}})"}}) ==
+          5);
+    // additional_special_tokens counts only where extra_special_tokens is absent.
+    CHECK(size({{"dir/tokenizer_config.json",
+                 R"({"additional_special_tokens": ["<x>", "<y>"]})"}}) == 4);
+    CHECK(
+        size(
+            {{"dir/tokenizer_config.json",
+              R"({"additional_special_tokens": ["<x>"], "extra_special_tokens": {"v": "<v>"}})"}}) ==
+        3);
+    // The map's keys replace the config's; a decoder in the config leaves the map unread.
+    CHECK(size({{"dir/tokenizer_config.json", R"({"pad_token": "<p1>"})"},
+                {"dir/special_tokens_map.json",
+                 R"({"pad_token": "<p2>", "mask_token": "<m>"})"}}) == 4);
+    CHECK(size({{"dir/tokenizer_config.json", R"({"added_tokens_decoder": {}})"},
+                {"dir/special_tokens_map.json", R"({"mask_token": "<m>"})"}}) == 2);
+    const Result<JobSpec> bad =
+        with_files({"--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", "dir"},
+                   {{"dir/tokenizer.json", tokenizer}, {"dir/tokenizer_config.json", "[1]"}});
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().message.find("dir/tokenizer_config.json: not a JSON object") !=
+          std::string::npos);
+  }
+
   TEST_CASE(
       "a launch line's tokenizer files give the vocabulary, then "
       "Megatron-LM pads it") {

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
+#include <optional>
 #include <unordered_set>
 
 #include "../format/json_reader.hpp"
@@ -120,6 +123,70 @@ Result<std::int64_t> hf_tokenizer_vocab_size(std::string_view tokenizer_json,
   return with_extra(tokens, extra);
 }
 
+namespace {
+
+Result<nlohmann::json> json_object(std::string_view text, std::string_view source) {
+  // nlohmann, not simdjson: transformers writes model_max_length as 1e30, an integer
+  // simdjson cannot hold.
+  nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+  if (value.is_discarded() || !value.is_object()) {
+    return Error{fmt::format("{}: not a JSON object", source)};
+  }
+  return value;
+}
+
+/// additional_special_tokens is read as extra_special_tokens where that is absent, and
+/// dropped where it is there.
+void fold_additional_tokens(nlohmann::json &config) {
+  if (!config.contains("additional_special_tokens")) return;
+  if (!config.contains("extra_special_tokens")) {
+    config["extra_special_tokens"] = config["additional_special_tokens"];
+  }
+  config.erase("additional_special_tokens");
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> hf_config_tokens(const HfTokenizerConfig &files) {
+  nlohmann::json merged = nlohmann::json::object();
+  if (files.config) {
+    Result<nlohmann::json> config = json_object(*files.config, files.config_source);
+    if (!config) return config.error();
+    merged = std::move(*config);
+    fold_additional_tokens(merged);
+  }
+  // The map is read only where the config has no added_tokens_decoder; its keys replace the
+  // config's, its extra_special_tokens list joins the config's.
+  if (files.special_tokens_map && !merged.contains("added_tokens_decoder")) {
+    Result<nlohmann::json> map = json_object(*files.special_tokens_map, files.map_source);
+    if (!map) return map.error();
+    for (auto &[key, value] : map->items()) {
+      nlohmann::json &old = merged[key];
+      if (key == "extra_special_tokens" && old.is_array() && value.is_array()) {
+        old.insert(old.end(), value.begin(), value.end());
+      } else {
+        old = value;
+      }
+    }
+  }
+  fold_additional_tokens(merged);
+  std::vector<std::string> tokens;
+  const auto take = [&](const nlohmann::json &t) {  // a string, or an AddedToken's content
+    const nlohmann::json &text = t.is_object() && t.contains("content") ? t["content"] : t;
+    if (text.is_string()) tokens.push_back(text.get<std::string>());
+  };
+  for (const auto &[key, value] : merged.items()) {
+    if (key == "extra_special_tokens" || key == "added_tokens_decoder") {
+      if (value.is_structured()) {
+        for (const nlohmann::json &t : value) take(t);  // a list, or a dict of named ones
+      }
+    } else if (key.ends_with("_token")) {
+      take(value);
+    }
+  }
+  return tokens;
+}
+
 Result<std::int64_t> sentencepiece_vocab_size(std::string_view model, std::string_view source,
                                               const std::vector<std::string> &extra) {
   // ModelProto (sentencepiece_model.proto): field 1, repeated SentencePiece {1:
@@ -169,6 +236,23 @@ Result<std::int64_t> tiktoken_rank_count(std::string_view text, std::string_view
 namespace {
 
 constexpr std::int64_t kMaxSize = (std::int64_t{1} << 24) - 1;
+
+/// Adds to `tokens` those the folder's tokenizer_config.json and special_tokens_map.json name;
+/// false with `why` when one is there but unreadable.
+bool add_hf_config_tokens(const std::string &folder, const FileReader &files,
+                          std::vector<std::string> &tokens, std::string &why) {
+  HfTokenizerConfig config{.config = files(folder + "/tokenizer_config.json"),
+                           .config_source = folder + "/tokenizer_config.json",
+                           .special_tokens_map = files(folder + "/special_tokens_map.json"),
+                           .map_source = folder + "/special_tokens_map.json"};
+  Result<std::vector<std::string>> named = hf_config_tokens(config);
+  if (!named) {
+    why = named.error().message;
+    return false;
+  }
+  tokens.insert(tokens.end(), named->begin(), named->end());
+  return true;
+}
 
 /// The vocabulary Megatron-LM's tokenizer reports for the line's
 /// --tokenizer-type, from the files it names (build_tokenizer.py); nullopt with
@@ -232,7 +316,13 @@ std::optional<std::int64_t> tokenizer_vocab(ArgMap &a, const FileReader &files, 
     }
     std::optional<std::string> text = files ? files(*path + "/tokenizer.json") : std::nullopt;
     std::string source = *path + "/tokenizer.json";
-    if (!text && files) {
+    std::vector<std::string> tokens = extra;
+    if (text) {
+      if (!add_hf_config_tokens(*path, files, tokens, why)) {
+        a.fail("--tokenizer-model", why);
+        return std::nullopt;
+      }
+    } else if (files) {
       text = files(*path);
       source = *path;
     }
@@ -244,7 +334,7 @@ std::optional<std::int64_t> tokenizer_vocab(ArgMap &a, const FileReader &files, 
           *path);
       return std::nullopt;
     }
-    return take(hf_tokenizer_vocab_size(*text, source, extra));
+    return take(hf_tokenizer_vocab_size(*text, source, tokens));
   }
   if (*type == "TikTokenizer") {
     // tiktoken_tokenizer.py:86-156: --vocab-size (default 2^17) ids, the first

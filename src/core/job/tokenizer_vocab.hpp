@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,22 @@ Result<std::int64_t> gpt2_vocab_size(std::string_view vocab_json, std::string_vi
 Result<std::int64_t> hf_tokenizer_vocab_size(std::string_view tokenizer_json,
                                              std::string_view source,
                                              const std::vector<std::string> &extra);
+
+/// A Hugging Face tokenizer folder's configs, where present.
+struct HfTokenizerConfig {
+  std::optional<std::string> config;  ///< tokenizer_config.json
+  std::string config_source;
+  std::optional<std::string> special_tokens_map;  ///< special_tokens_map.json
+  std::string map_source;
+};
+
+/// The tokens transformers adds from a folder's configs when it loads it
+/// (tokenization_utils_base.py, from_pretrained and __init__): the named special tokens
+/// (`bos_token` ... `mask_token`, and any other `*_token` string), `extra_special_tokens` (a
+/// list, or a dict of named ones; `additional_special_tokens` where it is absent) and the
+/// contents of `added_tokens_decoder`; special_tokens_map.json's keys replace the config's,
+/// where the config has no `added_tokens_decoder`.
+Result<std::vector<std::string>> hf_config_tokens(const HfTokenizerConfig &files);
 
 /// A SentencePiece `.model` (a ModelProto): its pieces (get_piece_size()), with
 /// the `extra` special tokens that are not pieces added (the legacy wrapper's
