@@ -28,6 +28,9 @@ struct ActivationOptions {
   bool recompute_core_attention = true;
   bool recompute_mlp = false;
   std::int64_t moe_router_topk = 2;  ///< --moe-router-topk: experts each token is routed to
+  /// --moe-expert-capacity-factor; 0: dropless (None, or negative, as Megatron-LM reads it).
+  double moe_capacity_factor = 0;
+  bool moe_pad_to_capacity = false;  ///< --moe-pad-expert-input-to-capacity
 
   bool operator==(const ActivationOptions&) const = default;
 };

@@ -100,6 +100,13 @@ SAMPLE = [
     (4, LLAMA + MOE + ["--moe-layer-freq", "[0,1,1,1]"] + DISTOPT, 0),
     # TransformerConfig's refusal: a grouped tensor without grouped GEMM
     (4, LLAMA + MOE[:-1] + ["--moe-use-grouped-tensor"] + DISTOPT, 2),
+    # expert capacity: padded to a factor it runs; padding without one, or a factor under
+    # sinkhorn balancing, TransformerConfig refuses
+    (4, LLAMA + MOE + ["--moe-expert-capacity-factor", "1.25",
+                       "--moe-pad-expert-input-to-capacity"] + DISTOPT, 0),
+    (4, LLAMA + MOE + ["--moe-pad-expert-input-to-capacity"] + DISTOPT, 2),
+    (4, LLAMA + MOE + ["--moe-expert-capacity-factor", "1", "--moe-router-load-balancing-type",
+                       "sinkhorn"] + DISTOPT, 2),
 ]
 
 # Lines on which paramlayout and Megatron-LM are known to differ (each a difference the

@@ -183,3 +183,37 @@ TEST_CASE("local attention saves K and V for every head, fused attention per que
   const auto fused = memory(gqa, 1);
   CHECK(term(fused[0], "decoder_layers") == 34 * kS * kH - 2 * kS * 2 * (4 - 2) * 16);
 }
+
+TEST_CASE("a capacity factor caps each expert's tokens, padding fills them to capacity") {
+  // 2 MoE layers of 4 experts, top-2: 128 tokens route 256; each expert's capacity is
+  // ceil(256 / 4 x factor) (moe_utils.py get_capacity). A token more costs its permuted copy
+  // (2h) and the expert MLP's fc1 output and activation (2 x (32 + 32)), in each layer.
+  const Args moe =
+      gpt(2) + Args{"--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "32"};
+  const auto layers = [&](const Args& extra) {
+    return term(memory(moe + extra, 1)[0], "decoder_layers");
+  };
+  const std::int64_t dropless = layers({});
+  const std::int64_t per_token = 2 * kH + 2 * (32 + 32);
+  // 1.5: capacity 96, padded to 4 x 96 = 384 tokens; 0.5: capacity 32, 128 kept; 2.0
+  // unpadded: capacity 128 each, no token dropped.
+  CHECK(layers({"--moe-expert-capacity-factor", "1.5", "--moe-pad-expert-input-to-capacity"}) ==
+        dropless + 2 * 128 * per_token);
+  CHECK(layers({"--moe-expert-capacity-factor", "0.5"}) == dropless - 2 * 128 * per_token);
+  CHECK(layers({"--moe-expert-capacity-factor", "2.0"}) == dropless);
+  CHECK(layers({"--moe-expert-capacity-factor", "-1"}) == dropless);  // negative: None
+}
+
+TEST_CASE("capacity arguments Megatron-LM's TransformerConfig refuses") {
+  const Args moe = gpt(2) + Args{"--num-experts", "4"};
+  CHECK(test::job_error(moe + Args{"--moe-pad-expert-input-to-capacity"}, 1)
+            .find("needs --moe-expert-capacity-factor") != std::string::npos);
+  CHECK(
+      test::job_error(
+          moe + Args{"--moe-expert-capacity-factor", "-1", "--moe-pad-expert-input-to-capacity"}, 1)
+          .find("needs --moe-expert-capacity-factor") != std::string::npos);
+  CHECK(test::job_error(moe + Args{"--moe-expert-capacity-factor", "1",
+                                   "--moe-router-load-balancing-type", "sinkhorn"},
+                        1)
+            .find("not sinkhorn") != std::string::npos);
+}

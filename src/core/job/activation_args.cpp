@@ -48,6 +48,32 @@ void read_recompute(ArgMap& a, ActivationOptions& o) {
   }
 }
 
+/// transformer_config.py:1836-1866: a negative capacity factor is dropless (None); a factor
+/// works only with the aux-loss load balancings or none, and padding needs a factor.
+void read_capacity(ArgMap& a, ActivationOptions& o) {
+  std::optional<double> factor = a.maybe_real("--moe-expert-capacity-factor");
+  if (factor && *factor < 0) factor.reset();
+  o.moe_capacity_factor = factor.value_or(0);
+  o.moe_pad_to_capacity = a.flag("--moe-pad-expert-input-to-capacity");
+  if (factor) {
+    const std::vector<std::string> types =
+        a.values("--moe-router-load-balancing-type").value_or(std::vector<std::string>{});
+    for (const std::string& type : types) {
+      if (type != "aux_loss" && type != "seq_aux_loss" && type != "global_aux_loss" &&
+          type != "none") {
+        a.fail("--moe-expert-capacity-factor",
+               fmt::format("works only with the aux_loss, seq_aux_loss, global_aux_loss or "
+                           "none load balancing, not {} (transformer_config.py:1839-1859)",
+                           type));
+      }
+    }
+  }
+  if (o.moe_pad_to_capacity && !factor) {
+    a.fail("--moe-pad-expert-input-to-capacity",
+           "needs --moe-expert-capacity-factor (transformer_config.py:1862-1866)");
+  }
+}
+
 }  // namespace
 
 void read_activation_args(ArgMap& a, JobSpec& job) {
@@ -75,6 +101,7 @@ void read_activation_args(ArgMap& a, JobSpec& job) {
   // arguments.py's default is 2; a Hugging Face config's num_experts_per_tok is the bridges'.
   const std::int64_t topk = job.model.moe.router_topk;
   o.moe_router_topk = a.integer("--moe-router-topk", topk > 0 ? topk : 2, 1);
+  read_capacity(a, o);
   read_recompute(a, o);
 }
 

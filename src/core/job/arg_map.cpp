@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 
 namespace paramlayout::job {
 namespace {
@@ -204,6 +205,18 @@ std::optional<std::int64_t> ArgMap::maybe_integer(std::string_view name, std::in
   auto [ptr, ec] = std::from_chars(text->data(), end, value);
   if (ec != std::errc() || ptr != end || value < min || value > max) {
     fail(name, fmt::format("expected an integer in [{}, {}], got {}", min, max, shown(*text)));
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::optional<double> ArgMap::maybe_real(std::string_view name) {
+  const std::optional<std::string> text = string(name);
+  if (!text) return std::nullopt;
+  char *end = nullptr;
+  const double value = std::strtod(text->c_str(), &end);
+  if (end == text->c_str() || *end != '\0') {
+    fail(name, fmt::format("expected a number, got {}", shown(*text)));
     return std::nullopt;
   }
   return value;

@@ -34,6 +34,8 @@ class ArgMap {
   /// The same, or `fallback` when absent.
   std::int64_t integer(std::string_view name, std::int64_t fallback, std::int64_t min,
                        std::int64_t max = std::int64_t{1} << 40);
+  /// Its value as Python's float() reads it, or nullopt when absent.
+  std::optional<double> maybe_real(std::string_view name);
   /// Its single value, or nullopt when absent (or given without one, nargs
   /// '?').
   std::optional<std::string> string(std::string_view name);

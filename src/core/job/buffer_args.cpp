@@ -16,19 +16,6 @@ RotaryKind rotary_kind(const std::string& type) {
   return RotaryKind::none;
 }
 
-/// A float argument as Python's float() reads it; `fallback` when absent.
-double real(ArgMap& a, std::string_view name, double fallback) {
-  const std::optional<std::string> text = a.string(name);
-  if (!text) return fallback;
-  char* end = nullptr;
-  const double value = std::strtod(text->c_str(), &end);
-  if (end == text->c_str() || *end != '\0') {
-    a.fail(name, fmt::format("expected a number, got '{}'", *text));
-    return fallback;
-  }
-  return value;
-}
-
 /// router.py:388-401 (get_aux_loss_coeff) and :203, :227: which of the routers' optional
 /// buffers the load-balancing types and coefficients make.
 void read_load_balancing(ArgMap& a, ModelBufferOptions& o) {
@@ -56,7 +43,7 @@ void read_buffer_args(ArgMap& a, JobSpec& job, bool hf) {
     type = position_embedding_type(a);
   }
   o.rotary = rotary_kind(type);
-  o.rotary_percent = real(a, "--rotary-percent", 1.0);
+  o.rotary_percent = a.maybe_real("--rotary-percent").value_or(1.0);
   // argument_utils.py:335-341: without --rope-type, MLATransformerConfig's yarn.
   if (const std::optional<std::string> rope = a.string("--rope-type")) {
     o.mla_rotary = rotary_kind(*rope);

@@ -317,9 +317,10 @@ Result<JobSpec> job_from_megatron_args(const std::vector<std::string>& args,
   job.ignored_arguments = a.unread();
   if (const std::vector<std::string> modelopt = a.modelopt_arguments(); !modelopt.empty()) {
     job.notes.push_back(
-        fmt::format("{} are ModelOpt's arguments: Megatron-LM's pretrain "
-                    "scripts accept them only with nvidia-modelopt installed",
-                    fmt::join(modelopt, ", ")));
+        fmt::format("{} {} ModelOpt's (post_training/arguments.py): Megatron-LM's pretrain "
+                    "scripts accept {} only with nvidia-modelopt installed",
+                    fmt::join(modelopt, ", "), modelopt.size() == 1 ? "is" : "are",
+                    modelopt.size() == 1 ? "it" : "them"));
   }
   return job;
 }

@@ -59,6 +59,18 @@ double mlp_bytes(const ModelSpec& m, double tokens, double ffn, const Shape& x) 
   return 2 * tokens * (fc1 + ffn) / x.t;
 }
 
+/// The tokens a rank's experts take for the `tokens` the rank routes. Dropless: on average
+/// over the expert-parallel group, top-k for each (gathered over expert tensor parallel).
+/// With a capacity factor each expert keeps at most get_capacity(tokens x k, E, factor) =
+/// ceil(tokens x k / E x factor) of each rank's (moe_utils.py:248-266, router.py:793-800),
+/// exactly that many when padded to capacity (token_dispatcher.py:517-530, 1113-1127).
+double expert_tokens(const ActivationOptions& o, double tokens, double experts) {
+  const double routed = static_cast<double>(o.moe_router_topk) * tokens;
+  if (o.moe_capacity_factor <= 0) return routed;
+  const double capacity = std::ceil(routed / experts * o.moe_capacity_factor);
+  return o.moe_pad_to_capacity ? experts * capacity : std::min(routed, experts * capacity);
+}
+
 double layer_bytes(const ModelSpec& m, const LayerSpec& layer, const Shape& x,
                    const ActivationOptions& o) {
   const double sb = x.s * x.b;
@@ -73,11 +85,9 @@ double layer_bytes(const ModelSpec& m, const LayerSpec& layer, const Shape& x,
       bytes += mlp_bytes(m, sb, static_cast<double>(m.dense_ffn(layer)), x);
     }
   } else if (layer.mlp == Mlp::moe) {
-    // Each rank's experts take, on average over the expert-parallel group, top-k tokens for
-    // each of its own (gathered over expert tensor parallel); the router's logits are fp32.
-    const double tokens = static_cast<double>(o.moe_router_topk) * x.replicated(sb);
     const double experts = static_cast<double>(m.moe.num_experts);
-    bytes += x.replicated(3 * sb * x.h + 4 * sb * experts);
+    const double tokens = expert_tokens(o, x.replicated(sb), experts);
+    bytes += x.replicated(3 * sb * x.h + 4 * sb * experts);  // input, mask; fp32 logits
     bytes += 2 * tokens * x.h;  // the permuted tokens, each expert's input
     bytes += mlp_bytes(m, tokens * x.t, static_cast<double>(m.moe.ffn_hidden_size), x);
     if (m.moe.shared_expert_size > 0) {
