@@ -99,6 +99,9 @@ struct MoeSpec {
   /// The router keeps an expert bias (--moe-router-enable-expert-bias): registered buffers,
   /// not params.
   bool router_expert_bias = false;
+  /// The routers keep global token counts (global_aux_loss with a coefficient > 0: a Hugging
+  /// Face model's balancing as its Megatron-Bridge provider sets it).
+  bool router_global_aux_loss = false;
 
   bool operator==(const MoeSpec&) const = default;
 };
@@ -202,6 +205,9 @@ struct ModelSpec {
   std::vector<LayerSpec> hybrid_mtp_layers;
   bool untie_embeddings_and_output_weights = false;
   PositionEmbedding position_embedding = PositionEmbedding::learned_absolute;
+  /// The share of each head's channels its rotary embedding turns (--rotary-percent; a
+  /// Hugging Face config's partial_rotary_factor): no param, the size of its tables.
+  double rotary_percent = 1.0;
   std::int64_t max_position_embeddings = 0;  ///< rows of learned absolute positions
   std::int64_t vocab_size = 0;
   std::int64_t make_vocab_size_divisible_by = 128;

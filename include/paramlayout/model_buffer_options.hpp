@@ -19,7 +19,6 @@ struct ModelBufferOptions {
   /// The model's own rotary embedding, one per chunk (--position-embedding-type; GPTModel
   /// builds none for rope or mrope under multi-latent attention).
   RotaryKind rotary = RotaryKind::none;
-  double rotary_percent = 1.0;  ///< --rotary-percent
   /// Each multi-latent attention layer's (--rope-type; MLATransformerConfig's default yarn).
   RotaryKind mla_rotary = RotaryKind::yarn;
   /// apply_rope_fusion as validate_args leaves it (--no-rope-fusion; off unless rope).

@@ -13,6 +13,7 @@ that transformers knows: each keyword default that JSON can hold (None, the abse
 left out), and each sub-config's model_type. Runs in tools/megatron-env.sh's environment.
 """
 import argparse
+import ast
 import glob
 import inspect
 import json
@@ -40,8 +41,38 @@ def model_types():
     return sorted(t for t in found if t)
 
 
-def defaults(cls):
+def setdefault_defaults(cls):
+    """The defaults __init__ or __post_init__ gives with kwargs.setdefault(NAME, VALUE) (kept
+    "for BC": the partial_rotary_factor of Nemotron, GLM-4 MoE, Qwen3-Next), read from the
+    class's own source."""
+    import textwrap
     out = {}
+    for method in ("__init__", "__post_init__"):
+        function = cls.__dict__.get(method)
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        except (OSError, TypeError):
+            continue
+        out.update(_setdefaults(tree))
+    return out
+
+
+def _setdefaults(tree):
+    out = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "setdefault" and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "kwargs" and len(node.args) == 2
+                and isinstance(node.args[0], ast.Constant)):
+            try:
+                out[node.args[0].value] = ast.literal_eval(node.args[1])
+            except ValueError:
+                continue
+    return out
+
+
+def defaults(cls):
+    out = {k: v for k, v in setdefault_defaults(cls).items() if v is not None}
     for name, p in inspect.signature(cls.__init__).parameters.items():
         if name in GENERIC or p.default is inspect.Parameter.empty or p.default is None:
             continue

@@ -116,11 +116,29 @@ CASES = [  # (name, world size, line)
 ]
 
 
-def paramlayout_stages(binary, world, line):
+CONFIGS = HERE.parent.parent / "testdata" / "configs"
+HF_LINE = ["--micro-batch-size", "1", "--lr", "1e-4", "--seq-length", "4096"] + DISTRIBUTED
+# (name, world size, line, Hugging Face config): Megatron-Bridge's providers build the model;
+# the config's rope fields (partial_rotary_factor, rope_scaling) size its rotary tables.
+HF_CASES = [
+    ("Nemotron-4-15B, partial rotary 0.5, pp 4", 4,
+     HF_LINE + ["--pipeline-model-parallel-size", "4"], CONFIGS / "nemotron-4-15b.json"),
+    ("Qwen3-Next-80B-A3B, partial rotary 0.25, gated delta nets, pp 2 ep 2", 4,
+     HF_LINE + ["--pipeline-model-parallel-size", "2", "--expert-model-parallel-size", "2"],
+     CONFIGS / "qwen3-next-80b-a3b.json"),
+    ("DeepSeek-V3, MLA yarn, MTP, pp 8", 8, HF_LINE + [
+        "--pipeline-model-parallel-size", "8", "--decoder-first-pipeline-num-layers", "5",
+        "--decoder-last-pipeline-num-layers", "8", "--mtp-num-layers", "1"],
+     CONFIGS / "deepseek-v3.json"),
+]
+
+
+def paramlayout_stages(binary, world, line, hf_config=None):
     """job.json's persistent terms per stage, and each chunk's bytes_per_rank."""
     out = Path(tempfile.mkdtemp(prefix="persistent-memory-judge-")) / "job"
-    subprocess.run([binary, "job", "--world-size", str(world), "-q", "-o", str(out), "--"]
-                   + line, check=True)
+    config = ["--hf-config", str(hf_config)] if hf_config else []
+    subprocess.run([binary, "job", "--world-size", str(world), "-q", "-o", str(out)] + config
+                   + ["--"] + line, check=True)
     record = json.loads((out / "job.json").read_text())
     stages = [s["persistent"] for s in record["memory"]["stages"]]
     chunks = {(c["stage"], c["chunk"]): c["bytes_per_rank"] for c in record["chunks"]}
@@ -317,10 +335,18 @@ def build_rank(args, stage, dp_rank):
     return chunks, optimizer, buffers
 
 
-def megatron_stages(line, world):
+def megatron_stages(line, world, hf_config=None):
     """Per stage, per data-parallel rank, per chunk: count_rank's figures."""
     import megatron_runtime as runtime
-    args = runtime.read_arguments(runtime.megatron_line(line), world)
+    runtime.use_bridge(None)
+    if hf_config:
+        import bridge_model
+        provider = bridge_model.bridge_provider(str(hf_config))
+        args = runtime.read_arguments(runtime.megatron_line(line), world,
+                                      bridge_model.model_arguments(provider))
+        runtime.use_bridge(bridge_model.bridge_model_provider(args, provider, line))
+    else:
+        args = runtime.read_arguments(runtime.megatron_line(line), world)
     assert not args.use_tp_pp_dp_mapping
     dp = args.data_parallel_size
     stages = []
@@ -336,12 +362,13 @@ def megatron_stages(line, world):
     return stages
 
 
-def judge_case(binary, name, world, line):
+def judge_case(binary, name, world, line, hf_config=None):
     """The lines to print and whether all agree."""
-    ours, our_chunks = paramlayout_stages(binary, world, line)
+    ours, our_chunks = paramlayout_stages(binary, world, line, hf_config)
     with contextlib.redirect_stdout(sys.stderr):
-        theirs = megatron_stages(line, world)
-    lines, ok = [f"{name} (world {world}): {' '.join(line[len(MODEL):])}"], True
+        theirs = megatron_stages(line, world, hf_config)
+    shown = line if hf_config else line[len(MODEL):]
+    lines, ok = [f"{name} (world {world}): {' '.join(shown)}"], True
     if len(ours) != len(theirs):
         return lines + [f"  stages: paramlayout {len(ours)}, Megatron-LM {len(theirs)}"], False
     for s, (mine, ranks) in enumerate(zip(ours, theirs)):
@@ -409,9 +436,10 @@ def main():
     runtime.patch_gpu_queries()
     patch_tensor_type()
     agreed = 0
-    for name, world, line in CASES:
+    cases = [case + (None,) for case in CASES] + HF_CASES
+    for name, world, line, hf_config in cases:
         try:
-            lines, ok = judge_case(binary, name, world, line)
+            lines, ok = judge_case(binary, name, world, line, hf_config)
         except Exception as e:  # the judge failing on a case is a failure of the case
             if os.environ.get("REAL_MODEL_DEBUG"):
                 import traceback
@@ -419,8 +447,8 @@ def main():
             lines, ok = [f"{name} (world {world}): judge error: {type(e).__name__}: {e}"], False
         agreed += ok
         print("\n".join(lines), flush=True)
-    print(f"persistent-memory judge: {agreed}/{len(CASES)} agree")
-    return 0 if agreed == len(CASES) else 1
+    print(f"persistent-memory judge: {agreed}/{len(cases)} agree")
+    return 0 if agreed == len(cases) else 1
 
 
 if __name__ == "__main__":

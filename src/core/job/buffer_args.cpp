@@ -43,7 +43,8 @@ void read_buffer_args(ArgMap& a, JobSpec& job, bool hf) {
     type = position_embedding_type(a);
   }
   o.rotary = rotary_kind(type);
-  o.rotary_percent = a.maybe_real("--rotary-percent").value_or(1.0);
+  // A Hugging Face model's is its config's (Megatron-Bridge's partial_rotary_factor mapping).
+  if (!hf) job.model.rotary_percent = a.maybe_real("--rotary-percent").value_or(1.0);
   // argument_utils.py:335-341: without --rope-type, MLATransformerConfig's yarn.
   if (const std::optional<std::string> rope = a.string("--rope-type")) {
     o.mla_rotary = rotary_kind(*rope);
@@ -55,7 +56,12 @@ void read_buffer_args(ArgMap& a, JobSpec& job, bool hf) {
   o.yarn_original_max_positions =
       a.integer("--yarn-original-max-position-embeddings", 4096, 1, std::int64_t{1} << 30);
   if (a.flag("--moe-router-enable-expert-bias")) job.model.moe.router_expert_bias = true;
-  read_load_balancing(a, o);
+  // A Hugging Face model's balancing is its provider's; a launch line's, its arguments'.
+  if (hf) {
+    o.router_global_aux_loss = job.model.moe.router_global_aux_loss;
+  } else {
+    read_load_balancing(a, o);
+  }
 }
 
 }  // namespace paramlayout::job

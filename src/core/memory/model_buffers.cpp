@@ -105,11 +105,11 @@ std::vector<Rotary> chunk_rotaries(const JobSpec& job, const std::vector<LayerSp
   const bool mla = m.mla.has_value();
   const bool mrope = o.rotary == RotaryKind::mrope && !m.hybrid;
   if ((o.rotary == RotaryKind::rope && !mla) || o.rotary == RotaryKind::yarn || (mrope && !mla)) {
-    out.push_back({o.rotary, m.head_dim(), o.rotary_percent, o.yarn_original_max_positions, false});
+    out.push_back({o.rotary, m.head_dim(), m.rotary_percent, o.yarn_original_max_positions, false});
   }
   if (!mla) return out;
   const bool yarn = o.mla_rotary == RotaryKind::yarn;
-  const Rotary layer_rotary{o.mla_rotary, m.mla->qk_pos_emb_head_dim, yarn ? 1.0 : o.rotary_percent,
+  const Rotary layer_rotary{o.mla_rotary, m.mla->qk_pos_emb_head_dim, yarn ? 1.0 : m.rotary_percent,
                             kMlaOriginalMaxPositions, yarn && o.rope_fusion};
   for (const LayerSpec& l : layers) {
     if (!l.attends()) continue;

@@ -21,6 +21,8 @@ void read_llama_like(Config& c, ModelSpec& m, bool tie_default) {
   m.gated_linear_unit = true;
   m.normalization = Normalization::rms_norm;
   m.position_embedding = PositionEmbedding::rope;
+  // model_bridge.py:477 (CONFIG_MAPPING): partial_rotary_factor -> rotary_percent.
+  m.rotary_percent = c.number("partial_rotary_factor", 1.0);
   m.add_bias_linear = false;
   m.moe.grouped_gemm = true;
   read_mtp_layers(c, m);

@@ -123,6 +123,9 @@ void read_gated_delta_net_layers(Config& c, ModelSpec& m, Notes& notes) {
 /// `decoder_sparse_step` leaves to them.
 void map_qwen3_next(Config& c, ModelSpec& m, Notes& notes) {
   read_llama_like(c, m);
+  // qwen3_next_bridge.py:70, qwen35_bridge.py:99: global_aux_loss, with router_aux_loss_coef
+  // as its coefficient (model_bridge.py CONFIG_MAPPING).
+  m.moe.router_global_aux_loss = c.number("router_aux_loss_coef", 0.0) > 0;
   read_qwen_moe(c, m);
   read_gated_shared_expert(c, m);
   read_gated_delta_net_layers(c, m, notes);
