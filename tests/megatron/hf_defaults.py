@@ -19,6 +19,7 @@ import inspect
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -45,7 +46,6 @@ def setdefault_defaults(cls):
     """The defaults __init__ or __post_init__ gives with kwargs.setdefault(NAME, VALUE) (kept
     "for BC": the partial_rotary_factor of Nemotron, GLM-4 MoE, Qwen3-Next), read from the
     class's own source."""
-    import textwrap
     out = {}
     for method in ("__init__", "__post_init__"):
         function = cls.__dict__.get(method)
